@@ -1,0 +1,133 @@
+"""Frozen settings for one headwater-server process.
+
+Every field documents its unit, its default and why the default was chosen. The defaults are
+nats-server's, so a config written for nats-server behaves the same here. Settings are built
+once (from flags and/or a config file, see ``config.load``) and never changed in place; a
+reload builds a new object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MiB = 1024 * 1024
+
+#: Port value meaning "pick a free ephemeral port" (nats-server's ``-p -1``).
+RANDOM_PORT = -1
+
+
+@dataclass(frozen=True)
+class User:
+    """One entry of an ``authorization { users: [...] }`` list."""
+
+    user: str
+    password: str
+
+
+@dataclass(frozen=True)
+class AuthSettings:
+    """Client authentication. With nothing set, every client is let in (nats-server's default)."""
+
+    token: str | None = None
+    """Shared secret clients send as ``auth_token`` in CONNECT."""
+    user: str | None = None
+    """Single user name (``--user``); pairs with ``password``."""
+    password: str | None = None
+    """Single user password (``--pass``)."""
+    users: tuple[User, ...] = ()
+    """Users from the config file's ``authorization.users`` list."""
+    timeout: float = 2.0
+    """Seconds a client has to send CONNECT before it is closed (nats-server: 2 s)."""
+
+    @property
+    def required(self) -> bool:
+        return bool(self.token or self.user or self.users)
+
+
+@dataclass(frozen=True)
+class TLSSettings:
+    """Server TLS; ``verify`` also demands and checks a client certificate."""
+
+    cert_file: str | None = None
+    key_file: str | None = None
+    ca_file: str | None = None
+    """CA bundle used to check client certificates when ``verify`` is on."""
+    verify: bool = False
+    timeout: float = 2.0
+    """Seconds for the TLS handshake (nats-server: 2 s)."""
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.cert_file and self.key_file)
+
+
+@dataclass(frozen=True)
+class JetStreamSettings:
+    enabled: bool = False
+    store_dir: str = ""
+    """Directory for file-stored streams. Empty means ``<tempdir>/nats/jetstream`` like nats-server."""
+    max_memory_store: int = -1
+    """Bytes for memory streams; -1 means 75% of system memory, as nats-server decides."""
+    max_file_store: int = -1
+    """Bytes for file streams; -1 means unlimited (bounded by the disk)."""
+    sync_interval: float = 0.0
+    """Seconds between fsyncs. 0 (our default) fsyncs before every publish ack, with group commit,
+    so acknowledged data survives a power failure; nats-server defaults to 120 s. ``always``
+    in the config maps to -1: fsync on every write, without batching."""
+    domain: str | None = None
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    debug: bool = False
+    trace: bool = False
+    log_file: str | None = None
+    """Write the log here instead of stderr (``-l``)."""
+    log_time: bool = True
+    """Prefix lines with a timestamp (``-T``); on by default as in nats-server."""
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """Accepted and kept for the clustering issue; nothing listens on it yet."""
+
+    name: str | None = None
+    host: str | None = None
+    port: int = 0
+    routes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "0.0.0.0"
+    """Client listen address (``-a``); nats-server listens on all interfaces."""
+    port: int = 4222
+    """Client port (``-p``); -1 picks a free port, printed in the 'Listening' log line."""
+    http_host: str = "0.0.0.0"
+    http_port: int = 0
+    """Monitoring port (``-m``); 0 turns monitoring off, -1 picks a free port."""
+    server_name: str = ""
+    """Server name in INFO; empty means the server id, as in nats-server."""
+    max_payload: int = 1 * MiB
+    """Largest message body a client may publish (nats-server: 1 MiB)."""
+    max_control_line: int = 4096
+    """Longest protocol line, in bytes (nats-server: 4 KiB)."""
+    max_pending: int = 64 * MiB
+    """Bytes queued for one client before it is cut off as a slow consumer (nats-server: 64 MiB)."""
+    max_connections: int = 64 * 1024
+    ping_interval: float = 120.0
+    """Seconds between server PINGs (nats-server: 2 min)."""
+    max_pings_out: int = 2
+    """Unanswered PINGs before 'Stale Connection' (nats-server: 2)."""
+    write_deadline: float = 10.0
+    """Seconds a blocked write may last before the client is a slow consumer (nats-server: 10 s)."""
+    lame_duck_duration: float = 120.0
+    """Seconds to spread client closes over in lame-duck mode (nats-server: 2 min)."""
+    lame_duck_grace_period: float = 10.0
+    """Seconds between announcing lame-duck mode and the first close (nats-server: 10 s)."""
+    pid_file: str | None = None
+    auth: AuthSettings = field(default_factory=AuthSettings)
+    tls: TLSSettings = field(default_factory=TLSSettings)
+    jetstream: JetStreamSettings = field(default_factory=JetStreamSettings)
+    log: LogSettings = field(default_factory=LogSettings)
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)

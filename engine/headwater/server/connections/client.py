@@ -1,0 +1,377 @@
+"""One client connection: feeds the parser, dispatches operations, queues outbound bytes.
+
+A thin asyncio ``Protocol`` in uvicorn's style. Outbound messages are appended to a list and
+written once per event-loop iteration (``call_soon``), so a burst of deliveries costs one
+``transport.write``. Memory per connection is bounded: the parser by the control-line and
+payload caps, the outbound queue by ``max_pending`` (then the client is a slow consumer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from headwater.server.connections import auth
+from headwater.server.protocol import encoder, headers
+from headwater.server.protocol.parser import (
+    CONNECT,
+    PING,
+    PONG,
+    PUB,
+    SUB,
+    UNSUB,
+    Parser,
+    ProtocolError,
+)
+from headwater.server.routing.subjects import valid_literal_subject, valid_subject
+from headwater.server.subscription import Subscription
+
+if TYPE_CHECKING:
+    import ssl
+
+    from headwater.server.node import Server
+
+log = logging.getLogger("headwater.server")
+
+# Transport buffer size above which the kernel is not keeping up; the write deadline starts
+# counting from here (nats-server measures a blocked write the same way).
+WRITE_HIGH_WATER = 1024 * 1024
+
+NO_RESPONDERS = headers.status(503)
+
+
+class ClientConnection(asyncio.Protocol):
+    """Server side of one NATS client connection."""
+
+    def __init__(self, server: Server, cid: int, tls_context: ssl.SSLContext | None) -> None:
+        self.server = server
+        self.cid = cid
+        self.tls_context = tls_context
+        self.transport: asyncio.Transport | None = None
+        settings = server.settings
+        self.parser = Parser(settings.max_control_line, settings.max_payload)
+        self.subs: dict[str, Subscription] = {}
+        self.out: list[bytes] = []
+        self.out_size = 0
+        self.flush_scheduled = False
+        self.closed = False
+        # CONNECT options.
+        self.connected = False
+        self.verbose = False
+        self.pedantic = False
+        self.echo = True
+        self.headers = False
+        self.no_responders = False
+        self.name = ""
+        self.lang = ""
+        self.version = ""
+        self.user = ""
+        # Statistics for /connz and /varz.
+        self.in_msgs = 0
+        self.in_bytes = 0
+        self.out_msgs = 0
+        self.out_bytes = 0
+        self.start = time.time()
+        self.last_activity = self.start
+        self.ip = ""
+        self.port = 0
+        self.tls_version = ""
+        self.pings_out = 0
+        self.rtt = 0.0
+        self._ping_sent_at = 0.0
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self.close_reason = ""
+
+    # --- transport callbacks -------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername") or ("", 0)
+        self.ip, self.port = peer[0], peer[1]
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        self.server.client_opened(self)
+        transport.write(encoder.info(self.server.client_info(self)))
+        settings = self.server.settings
+        loop = asyncio.get_running_loop()
+        if settings.auth.required:
+            self._arm("auth", settings.auth.timeout, self._auth_timeout)
+        # The first PING goes out early so clients learn the RTT soon (nats-server: 2 s).
+        self._arm("ping", min(2.0, settings.ping_interval), self._ping_timer)
+        if self.tls_context is not None:
+            loop.create_task(self._upgrade_tls())
+
+    async def _upgrade_tls(self) -> None:
+        """Upgrade after the plaintext INFO, the way NATS clients expect (tls_required)."""
+        assert self.transport is not None and self.tls_context is not None
+        self.transport.pause_reading()
+        loop = asyncio.get_running_loop()
+        timeout = self.server.settings.tls.timeout
+        try:
+            new_transport = await asyncio.wait_for(
+                loop.start_tls(self.transport, self, self.tls_context, server_side=True),
+                timeout,
+            )
+        except (OSError, TimeoutError, ConnectionError, asyncio.CancelledError) as exc:
+            log.debug("cid:%d TLS handshake failed: %s", self.cid, exc)
+            if not self.closed:
+                self.close("TLS Handshake Error", abort=True)
+            return
+        if new_transport is None or self.closed:
+            return
+        self.transport = new_transport
+        ssl_obj = new_transport.get_extra_info("ssl_object")
+        self.tls_version = ssl_obj.version() if ssl_obj else ""
+        new_transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            ops = self.parser.feed(data)
+        except ProtocolError as exc:
+            # Run what preceded the bad bytes? nats-server stops at the violation, and so do we.
+            log.debug("cid:%d protocol error: %s", self.cid, exc)
+            if exc.text is not None:
+                self.send_err(exc.text)
+            self.close(exc.text or "Protocol Violation")
+            return
+        self.last_activity = time.time()
+        for op in ops:
+            kind = op[0]
+            if kind == PUB:
+                self._on_pub(op[1], op[2], op[3], op[4])
+            elif not self._control_op(op):
+                return
+            if self.closed:
+                return
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed:
+            self.close("Client Closed" if exc is None else "Read Error", already_lost=True)
+
+    def pause_writing(self) -> None:
+        self._arm("write", self.server.settings.write_deadline, self._write_deadline)
+
+    def resume_writing(self) -> None:
+        self._disarm("write")
+
+    # --- operations ----------------------------------------------------------------------
+
+    def _on_pub(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        if not self.connected and self.server.settings.auth.required:
+            self._auth_violation()
+            return
+        if hdr is not None and not self.headers and self.connected:
+            self.send_err("Unknown Protocol Operation")
+            self.close("Protocol Violation")
+            return
+        if self.pedantic and not valid_literal_subject(subject):
+            self.send_err("Invalid Publish Subject")
+            return
+        size = len(payload) + (len(hdr) if hdr is not None else 0)
+        self.in_msgs += 1
+        self.in_bytes += size
+        delivered = self.server.route(self, subject, reply, hdr, payload, size)
+        if not delivered and reply and self.no_responders:
+            self._send_no_responders(reply)
+        if self.verbose:
+            self.send(encoder.OK)
+
+    def _control_op(self, op: tuple[Any, ...]) -> bool:
+        """Handle a non-PUB operation; False means the connection was closed."""
+        kind = op[0]
+        if kind == CONNECT:
+            return self._on_connect(op[1])
+        if not self.connected and self.server.settings.auth.required:
+            self._auth_violation()
+            return False
+        if kind == PING:
+            self.send(encoder.PONG)
+        elif kind == PONG:
+            self.pings_out = 0
+            if self._ping_sent_at:
+                self.rtt = time.monotonic() - self._ping_sent_at
+                self._ping_sent_at = 0.0
+        elif kind == SUB:
+            self._on_sub(op[1], op[2], op[3])
+        elif kind == UNSUB:
+            self._on_unsub(op[1], op[2])
+        return not self.closed
+
+    def _on_connect(self, options: dict[str, Any]) -> bool:
+        settings = self.server.settings
+        if self.connected and settings.auth.required:
+            # A second CONNECT may not switch identities.
+            return True
+        user = auth.authenticate(settings.auth, options)
+        if user is None:
+            self._auth_violation()
+            return False
+        self.user = user
+        self.verbose = bool(options.get("verbose", False))
+        self.pedantic = bool(options.get("pedantic", False))
+        self.echo = bool(options.get("echo", True))
+        self.headers = bool(options.get("headers", False))
+        self.no_responders = bool(options.get("no_responders", False))
+        self.name = str(options.get("name") or "")
+        self.lang = str(options.get("lang") or "")
+        self.version = str(options.get("version") or "")
+        if self.no_responders and not self.headers:
+            self.send_err("No Responders Requires Headers Support")
+            self.close("Protocol Violation")
+            return False
+        self.connected = True
+        self._disarm("auth")
+        if self.verbose:
+            self.send(encoder.OK)
+        return True
+
+    def _on_sub(self, subject: str, queue: str | None, sid: str) -> None:
+        if not valid_subject(subject) or (queue is not None and not _valid_queue(queue)):
+            self.send_err("Invalid Subject")
+            return
+        if sid not in self.subs:
+            sub = Subscription(self, subject, queue, sid)
+            self.subs[sid] = sub
+            self.server.subscribe(sub)
+        if self.verbose:
+            self.send(encoder.OK)
+
+    def _on_unsub(self, sid: str, max_msgs: int) -> None:
+        sub = self.subs.get(sid)
+        if sub is not None:
+            if max_msgs and sub.delivered < max_msgs:
+                sub.max_msgs = max_msgs
+            else:
+                self.remove_sub(sub)
+        if self.verbose:
+            self.send(encoder.OK)
+
+    def remove_sub(self, sub: Subscription) -> None:
+        if self.subs.pop(sub.sid, None) is not None:
+            self.server.unsubscribe(sub)
+
+    def _send_no_responders(self, reply: str) -> None:
+        """The 503 status goes to the publisher's own subscription matching the reply."""
+        for sub in self.server.own_subs_matching(self, reply):
+            self.deliver(sub, reply, "", NO_RESPONDERS, b"")
+            return
+
+    # --- outbound ------------------------------------------------------------------------
+
+    def deliver(
+        self, sub: Subscription, subject: str, reply: str, hdr: bytes | None, payload: bytes
+    ) -> None:
+        if self.closed:
+            return
+        if hdr is not None and not self.headers:
+            hdr = None
+        data = encoder.msg(subject.encode(), sub.sid_b, reply.encode(), hdr, payload)
+        self.out_msgs += 1
+        self.out_bytes += len(payload) + (len(hdr) if hdr is not None else 0)
+        self.send(data)
+        if sub.max_msgs:
+            sub.delivered += 1
+            if sub.delivered >= sub.max_msgs:
+                self.remove_sub(sub)
+
+    def send(self, data: bytes) -> None:
+        self.out.append(data)
+        self.out_size += len(data)
+        if self.out_size + self._transport_pending() > self.server.settings.max_pending:
+            self.server.slow_consumers += 1
+            log.info("cid:%d Slow Consumer Detected: MaxPending Exceeded", self.cid)
+            self.close("Slow Consumer (Pending Bytes)", abort=True)
+            return
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def _transport_pending(self) -> int:
+        return self.transport.get_write_buffer_size() if self.transport is not None else 0
+
+    def flush(self) -> None:
+        self.flush_scheduled = False
+        if not self.out or self.transport is None or self.closed:
+            return
+        out = self.out
+        self.out = []
+        self.out_size = 0
+        self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def send_err(self, text: str) -> None:
+        self.send(encoder.err(text))
+
+    # --- timers --------------------------------------------------------------------------
+
+    def _arm(self, name: str, delay: float, callback: Any) -> None:
+        self._disarm(name)
+        self._timers[name] = asyncio.get_running_loop().call_later(delay, callback)
+
+    def _disarm(self, name: str) -> None:
+        timer = self._timers.pop(name, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _ping_timer(self) -> None:
+        self._timers.pop("ping", None)
+        if self.closed:
+            return
+        settings = self.server.settings
+        if self.pings_out + 1 > settings.max_pings_out:
+            self.send_err("Stale Connection")
+            self.close("Stale Connection")
+            return
+        self.pings_out += 1
+        self._ping_sent_at = time.monotonic()
+        self.send(encoder.PING)
+        self._arm("ping", settings.ping_interval, self._ping_timer)
+
+    def _auth_timeout(self) -> None:
+        self._timers.pop("auth", None)
+        if not self.connected and not self.closed:
+            self.send_err("Authentication Timeout")
+            self.close("Authentication Timeout")
+
+    def _write_deadline(self) -> None:
+        self._timers.pop("write", None)
+        if not self.closed:
+            self.server.slow_consumers += 1
+            log.info("cid:%d Slow Consumer Detected: WriteDeadline exceeded", self.cid)
+            self.close("Slow Consumer (Write Deadline)", abort=True)
+
+    def _auth_violation(self) -> None:
+        log.info("cid:%d Authorization Error", self.cid)
+        self.server.auth_errors += 1
+        self.send_err("Authorization Violation")
+        self.close("Authentication Failure")
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def close(self, reason: str, abort: bool = False, already_lost: bool = False) -> None:
+        """Flush what is queued (unless aborting) and drop the connection and its subs."""
+        if self.closed:
+            return
+        if not abort and not already_lost:
+            self.flush()
+        self.closed = True
+        self.close_reason = reason
+        for name in list(self._timers):
+            self._disarm(name)
+        for sub in list(self.subs.values()):
+            self.server.unsubscribe(sub)
+        self.subs.clear()
+        self.out.clear()
+        self.server.client_closed(self)
+        if self.transport is not None and not already_lost:
+            if abort:
+                self.transport.abort()
+            else:
+                self.transport.close()
+
+
+def _valid_queue(queue: str) -> bool:
+    return bool(queue) and not any(c in queue for c in " \t\r\n")

@@ -1,0 +1,63 @@
+"""An in-process client: how server-side services (JetStream) publish and subscribe.
+
+It goes through the same sublist and routing as socket clients, so a JetStream API request
+from nats-py reaches a handler with no special path, and replies reach the client's inbox
+the normal way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from headwater.server.subscription import Subscription
+
+if TYPE_CHECKING:
+    from headwater.server.node import Server
+
+Handler = Callable[[Subscription, str, str, "bytes | None", bytes], None]
+
+
+class InternalClient:
+    """Handlers run synchronously inside routing; they must not block (schedule tasks instead)."""
+
+    echo = True
+    headers = True
+    kind = "internal"
+
+    def __init__(self, server: Server, name: str) -> None:
+        self.server = server
+        self.name = name
+        self.cid = server.next_cid()
+        self.subs: list[Subscription] = []
+        self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
+
+    def subscribe(self, subject: str, handler: Handler, queue: str | None = None) -> Subscription:
+        sub = Subscription(self, subject, queue, str(len(self.subs) + 1), callback=handler)
+        self.subs.append(sub)
+        self.server.subscribe(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        if sub in self.subs:
+            self.subs.remove(sub)
+            self.server.unsubscribe(sub)
+
+    def publish(self, subject: str, payload: bytes, reply: str = "", hdr: bytes | None = None) -> int:
+        size = len(payload) + (len(hdr) if hdr is not None else 0)
+        self.out_msgs += 1
+        self.out_bytes += size
+        return self.server.route(self, subject, reply, hdr, payload, size)
+
+    def deliver(
+        self, sub: Subscription, subject: str, reply: str, hdr: bytes | None, payload: bytes
+    ) -> None:
+        self.in_msgs += 1
+        self.in_bytes += len(payload) + (len(hdr) if hdr is not None else 0)
+        assert sub.callback is not None
+        sub.callback(sub, subject, reply, hdr, payload)
+
+    def close(self) -> None:
+        for sub in self.subs:
+            self.server.unsubscribe(sub)
+        self.subs.clear()

@@ -1,0 +1,267 @@
+"""The server: listener, client registry, routing, lifecycle (start, lame duck, stop).
+
+Routing never awaits: a publish is matched and delivered to every receiver inside one
+``data_received`` call, so ordering per publisher is the order of its bytes on the wire.
+Services (JetStream, monitoring) are attached with :meth:`Server.add_service` and started
+and stopped with the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import secrets
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from headwater import __version__
+from headwater.server.config.settings import RANDOM_PORT, Settings
+from headwater.server.connections.client import ClientConnection
+from headwater.server.connections.tls import server_context
+from headwater.server.protocol import encoder
+from headwater.server.routing.sublist import Sublist
+from headwater.server.subscription import Receiver, Subscription
+
+log = logging.getLogger("headwater.server")
+
+#: The nats-server version we advertise. Clients choose API forms by it (nats-py picks the
+#: consumer-create subject form for minor ≥ 9); see docs/DIFFERENCES.md.
+ADVERTISED_VERSION = "2.11.0"
+
+_ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+
+
+def new_server_id() -> str:
+    """A 56-character id shaped like nats-server's (an 'N' then base32)."""
+    return "N" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(55))
+
+
+class Service(Protocol):
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class Server:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.server_id = new_server_id()
+        self.name = settings.server_name or self.server_id
+        self.sublist = Sublist()
+        self.clients: dict[int, ClientConnection] = {}
+        self.closed_clients: list[dict[str, Any]] = []
+        self.services: list[Service] = []
+        self.tls_context = server_context(settings.tls)
+        self.port = 0
+        self.http_port = 0
+        self.start_time = time.time()
+        self.lame_duck = False
+        self.ready = False
+        self._cid = 0
+        self._listener: asyncio.AbstractServer | None = None
+        self._stopped = asyncio.Event()
+        # Totals for /varz.
+        self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
+        self.slow_consumers = 0
+        self.auth_errors = 0
+        self.total_connections = 0
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        settings = self.settings
+        loop = asyncio.get_running_loop()
+        port = 0 if settings.port == RANDOM_PORT else settings.port
+        self._listener = await loop.create_server(
+            self._new_connection,
+            host=settings.host,
+            port=port,
+            reuse_address=True,
+            backlog=4096,
+        )
+        sockets = self._listener.sockets or []
+        self.port = sockets[0].getsockname()[1] if sockets else port
+        log.info("Starting headwater-server")
+        log.info("  Version:  %s (nats-server %s compatible)", __version__, ADVERTISED_VERSION)
+        log.info("  ID:       %s", self.server_id)
+        if settings.pid_file:
+            with open(settings.pid_file, "w") as fh:
+                fh.write(str(os.getpid()))
+        for service in self.services:
+            await service.start()
+        host = settings.host
+        log.info("Listening for client connections on %s:%d", _display_host(host), self.port)
+        if self.tls_context is not None:
+            log.info("TLS required for client connections")
+        self.ready = True
+        log.info("Server is ready")
+
+    def add_service(self, service: Service) -> None:
+        self.services.append(service)
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    async def shutdown(self) -> None:
+        if self._stopped.is_set():
+            return
+        self.ready = False
+        log.info("Initiating Shutdown...")
+        if self._listener is not None:
+            self._listener.close()
+        for client in list(self.clients.values()):
+            client.close("Server Shutdown")
+        for service in reversed(self.services):
+            try:
+                await service.stop()
+            except Exception:  # a failing service must not keep the others from stopping
+                log.exception("error stopping %s", type(service).__name__)
+        if self.settings.pid_file:
+            try:
+                os.unlink(self.settings.pid_file)
+            except OSError:
+                pass
+        log.info("Server Exiting..")
+        self._stopped.set()
+
+    async def enter_lame_duck(self) -> None:
+        """Stop accepting, tell clients (INFO ldm), then close them over the lame-duck window."""
+        if self.lame_duck:
+            return
+        self.lame_duck = True
+        log.info("Entering lame duck mode, stop accepting new clients")
+        if self._listener is not None:
+            self._listener.close()
+        for client in list(self.clients.values()):
+            client.send(self._ldm_info(client))
+        settings = self.settings
+        await asyncio.sleep(settings.lame_duck_grace_period)
+        clients = list(self.clients.values())
+        pause = settings.lame_duck_duration / max(len(clients), 1)
+        for client in clients:
+            client.close("Server Shutdown")
+            if pause > 0.001:
+                await asyncio.sleep(min(pause, 1.0))
+        await self.shutdown()
+
+    def _ldm_info(self, client: ClientConnection) -> bytes:
+        return encoder.info(self.client_info(client))
+
+    # --- connections ---------------------------------------------------------------------
+
+    def _new_connection(self) -> ClientConnection:
+        return ClientConnection(self, self.next_cid(), self.tls_context)
+
+    def next_cid(self) -> int:
+        self._cid += 1
+        return self._cid
+
+    def client_opened(self, client: ClientConnection) -> None:
+        self.total_connections += 1
+        if len(self.clients) >= self.settings.max_connections:
+            client.send_err("maximum connections exceeded")
+            client.close("Max Connections")
+            return
+        self.clients[client.cid] = client
+        transport = client.transport
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def client_closed(self, client: ClientConnection) -> None:
+        if self.clients.pop(client.cid, None) is not None:
+            # Keep a short history for /connz?state=closed, as nats-server does.
+            self.closed_clients.append({"cid": client.cid, "reason": client.close_reason})
+            del self.closed_clients[:-100]
+
+    def client_info(self, client: ClientConnection) -> dict[str, Any]:
+        settings = self.settings
+        info: dict[str, Any] = {
+            "server_id": self.server_id,
+            "server_name": self.name,
+            "version": ADVERTISED_VERSION,
+            "proto": 1,
+            "go": "headwater",
+            "host": settings.host,
+            "port": self.port,
+            "headers": True,
+            "max_payload": settings.max_payload,
+            "jetstream": settings.jetstream.enabled,
+            "client_id": client.cid,
+            "client_ip": client.ip,
+        }
+        if settings.auth.required:
+            info["auth_required"] = True
+        if self.tls_context is not None:
+            info["tls_required"] = True
+            info["tls_verify"] = settings.tls.verify
+            info["tls_available"] = True
+        if self.lame_duck:
+            info["ldm"] = True
+        return info
+
+    # --- routing -------------------------------------------------------------------------
+
+    def subscribe(self, sub: Subscription) -> None:
+        self.sublist.insert(sub)
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        self.sublist.remove(sub)
+
+    def own_subs_matching(self, client: Receiver, subject: str) -> Iterator[Subscription]:
+        result = self.sublist.match(subject)
+        for sub in result.psubs:
+            if sub.client is client:
+                yield sub
+        for group in result.qsubs:
+            for sub in group:
+                if sub.client is client:
+                    yield sub
+
+    def route(
+        self,
+        sender: Receiver,
+        subject: str,
+        reply: str,
+        hdr: bytes | None,
+        payload: bytes,
+        size: int,
+    ) -> int:
+        """Deliver one message to every matching subscription; returns how many got it."""
+        self.in_msgs += 1
+        self.in_bytes += size
+        result = self.sublist.match(subject)
+        delivered = 0
+        no_echo = not sender.echo
+        for sub in result.psubs:
+            if no_echo and sub.client is sender:
+                continue
+            sub.client.deliver(sub, subject, reply, hdr, payload)
+            delivered += 1
+        for group in result.qsubs:
+            sub = random.choice(group)
+            if no_echo and sub.client is sender:
+                others = [s for s in group if s.client is not sender]
+                if not others:
+                    continue
+                sub = random.choice(others)
+            sub.client.deliver(sub, subject, reply, hdr, payload)
+            delivered += 1
+        if delivered:
+            self.out_msgs += delivered
+            self.out_bytes += delivered * size
+        return delivered
+
+    def num_subscriptions(self) -> int:
+        return self.sublist.count
+
+
+def _display_host(host: str) -> str:
+    return host if host else "0.0.0.0"
+
+
+__all__ = ["ADVERTISED_VERSION", "Server"]

@@ -1,0 +1,45 @@
+"""A subscription: what the sublist indexes and what routing delivers to."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+class Receiver(Protocol):
+    """Anything that can receive routed messages: a socket client or an internal client."""
+
+    cid: int
+    echo: bool
+
+    def deliver(
+        self, sub: Subscription, subject: str, reply: str, hdr: bytes | None, payload: bytes
+    ) -> None: ...
+
+
+class Subscription:
+    """One SUB. Hashes by identity, so the sublist can hold two equal-looking subscriptions."""
+
+    __slots__ = ("client", "delivered", "max_msgs", "queue", "sid", "sid_b", "subject", "callback")
+
+    def __init__(
+        self,
+        client: Receiver,
+        subject: str,
+        queue: str | None,
+        sid: str,
+        callback: Callable[..., None] | None = None,
+    ) -> None:
+        self.client = client
+        self.subject = subject
+        self.queue = queue
+        self.sid = sid
+        self.sid_b = sid.encode()
+        self.max_msgs = 0  # auto-unsubscribe after this many deliveries; 0 means never
+        self.delivered = 0
+        self.callback = callback
+
+    def __repr__(self) -> str:
+        return f"Subscription(cid={self.client.cid}, subject={self.subject!r}, sid={self.sid!r})"

