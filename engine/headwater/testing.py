@@ -94,7 +94,9 @@ class ServerProcess:
                 self.port = int(port.group(1))
                 return
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.kind} server exited early:\n{text.decode(errors='replace')}")
+                raise RuntimeError(
+                    f"{self.kind} server exited early:\n{text.decode(errors='replace')}"
+                )
             time.sleep(0.02)
         self.stop()
         raise TimeoutError(f"{self.kind} server did not become ready:\n{self.log()}")
@@ -155,4 +157,3 @@ def wait_for(predicate: object, timeout: float = 5.0, interval: float = 0.02) ->
             return True
         time.sleep(interval)
     return False
-

@@ -63,7 +63,7 @@ class WireClient:
         return line, data[:-2]
 
     async def closed(self, timeout: float = 5.0) -> bool:
-        """True once the server has closed the connection (EOF or reset)."""
+        """True once the server has closed the connection (EOF or reset); closes our side."""
         try:
             while True:
                 data = await asyncio.wait_for(self.reader.read(65536), timeout)
@@ -73,6 +73,8 @@ class WireClient:
             return True
         except TimeoutError:
             return False
+        finally:
+            await self.close()
 
     async def close(self) -> None:
         self.writer.close()

@@ -15,8 +15,14 @@ from headwater.server.config.settings import LogSettings
 TRACE = 5
 logging.addLevelName(TRACE, "TRACE")
 
-_LEVELS = {TRACE: "TRC", logging.DEBUG: "DBG", logging.INFO: "INF", logging.WARNING: "WRN",
-           logging.ERROR: "ERR", logging.CRITICAL: "FTL"}
+_LEVELS = {
+    TRACE: "TRC",
+    logging.DEBUG: "DBG",
+    logging.INFO: "INF",
+    logging.WARNING: "WRN",
+    logging.ERROR: "ERR",
+    logging.CRITICAL: "FTL",
+}
 
 
 class NatsFormatter(logging.Formatter):

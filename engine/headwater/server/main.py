@@ -11,7 +11,8 @@ import sys
 import uvloop
 
 from headwater import __version__
-from headwater.server import config, log as server_log
+from headwater.server import config
+from headwater.server import log as server_log
 from headwater.server.node import Server
 
 log = logging.getLogger("headwater.server")

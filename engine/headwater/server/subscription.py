@@ -22,7 +22,7 @@ class Receiver(Protocol):
 class Subscription:
     """One SUB. Hashes by identity, so the sublist can hold two equal-looking subscriptions."""
 
-    __slots__ = ("client", "delivered", "max_msgs", "queue", "sid", "sid_b", "subject", "callback")
+    __slots__ = ("callback", "client", "delivered", "max_msgs", "queue", "sid", "sid_b", "subject")
 
     def __init__(
         self,

@@ -65,7 +65,8 @@ class TLSSettings:
 class JetStreamSettings:
     enabled: bool = False
     store_dir: str = ""
-    """Directory for file-stored streams. Empty means ``<tempdir>/nats/jetstream`` like nats-server."""
+    """Directory for file-stored streams. Empty means ``<tempdir>/nats/jetstream`` like
+    nats-server."""
     max_memory_store: int = -1
     """Bytes for memory streams; -1 means 75% of system memory, as nats-server decides."""
     max_file_store: int = -1
@@ -95,6 +96,12 @@ class ClusterSettings:
     host: str | None = None
     port: int = 0
     routes: tuple[str, ...] = ()
+    no_advertise: bool = False
+    """Leave other servers' URLs out of client INFO (``--no_advertise``); off as in
+    nats-server, kept so a cluster configuration round-trips."""
+    connect_retries: int = 0
+    """Attempts at an implicit route before giving up (``--connect_retries``); 0, nats-server's
+    default, means no retries."""
 
 
 @dataclass(frozen=True)

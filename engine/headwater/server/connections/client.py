@@ -50,6 +50,7 @@ class ClientConnection(asyncio.Protocol):
         self.cid = cid
         self.tls_context = tls_context
         self.transport: asyncio.Transport | None = None
+        self.loop: asyncio.AbstractEventLoop
         settings = server.settings
         self.parser = Parser(settings.max_control_line, settings.max_payload)
         self.subs: dict[str, Subscription] = {}
@@ -83,12 +84,14 @@ class ClientConnection(asyncio.Protocol):
         self._ping_sent_at = 0.0
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self.close_reason = ""
+        self._tls_task: asyncio.Task[None] | None = None
 
     # --- transport callbacks -------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self.transport = transport  # type: ignore[assignment]
+        self.loop = asyncio.get_running_loop()
         peer = transport.get_extra_info("peername") or ("", 0)
         self.ip, self.port = peer[0], peer[1]
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
@@ -101,7 +104,7 @@ class ClientConnection(asyncio.Protocol):
         # The first PING goes out early so clients learn the RTT soon (nats-server: 2 s).
         self._arm("ping", min(2.0, settings.ping_interval), self._ping_timer)
         if self.tls_context is not None:
-            loop.create_task(self._upgrade_tls())
+            self._tls_task = loop.create_task(self._upgrade_tls())
 
     async def _upgrade_tls(self) -> None:
         """Upgrade after the plaintext INFO, the way NATS clients expect (tls_required)."""
@@ -169,16 +172,16 @@ class ClientConnection(asyncio.Protocol):
             self.close("Protocol Violation")
             return
         if self.pedantic and not valid_literal_subject(subject):
+            # nats-server tells a pedantic client, and still delivers the message.
             self.send_err("Invalid Publish Subject")
-            return
+        if self.verbose:
+            self.send(encoder.OK)
         size = len(payload) + (len(hdr) if hdr is not None else 0)
         self.in_msgs += 1
         self.in_bytes += size
         delivered = self.server.route(self, subject, reply, hdr, payload, size)
         if not delivered and reply and self.no_responders:
             self._send_no_responders(reply)
-        if self.verbose:
-            self.send(encoder.OK)
 
     def _control_op(self, op: tuple[Any, ...]) -> bool:
         """Handle a non-PUB operation; False means the connection was closed."""
@@ -220,7 +223,7 @@ class ClientConnection(asyncio.Protocol):
         self.lang = str(options.get("lang") or "")
         self.version = str(options.get("version") or "")
         if self.no_responders and not self.headers:
-            self.send_err("No Responders Requires Headers Support")
+            self.send_err("no responders requires headers support")
             self.close("Protocol Violation")
             return False
         self.connected = True
@@ -288,7 +291,7 @@ class ClientConnection(asyncio.Protocol):
             return
         if not self.flush_scheduled:
             self.flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
+            self.loop.call_soon(self.flush)
 
     def _transport_pending(self) -> int:
         return self.transport.get_write_buffer_size() if self.transport is not None else 0

@@ -43,7 +43,9 @@ class InternalClient:
             self.subs.remove(sub)
             self.server.unsubscribe(sub)
 
-    def publish(self, subject: str, payload: bytes, reply: str = "", hdr: bytes | None = None) -> int:
+    def publish(
+        self, subject: str, payload: bytes, reply: str = "", hdr: bytes | None = None
+    ) -> int:
         size = len(payload) + (len(hdr) if hdr is not None else 0)
         self.out_msgs += 1
         self.out_bytes += size

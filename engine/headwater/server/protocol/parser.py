@@ -31,7 +31,7 @@ PING = 5
 PONG = 6
 
 ERR_UNKNOWN_OP = "Unknown Protocol Operation"
-ERR_MAX_CONTROL_LINE = "Maximum Control Line Exceeded"
+ERR_MAX_CONTROL_LINE = "maximum control line exceeded"
 ERR_MAX_PAYLOAD = "Maximum Payload Violation"
 
 Op = tuple
@@ -104,7 +104,13 @@ class Parser:
                     else:
                         mid = pos + hsize
                         ops.append(
-                            (PUB, pending[0], pending[1], bytes(view[pos:mid]), bytes(view[mid:stop]))
+                            (
+                                PUB,
+                                pending[0],
+                                pending[1],
+                                bytes(view[pos:mid]),
+                                bytes(view[mid:stop]),
+                            )
                         )
                     self._pending = None
                     pos = stop + 2

@@ -24,7 +24,8 @@ subscribes ``_INBOX.<id>.*`` on connect) would otherwise mean scanning all cache
 nats-server does, costing about a millisecond per change in Python; instead the cached subjects
 are also kept in a small token trie (``_ckeys``) that is searched with the wildcard filter, so
 only the cached subjects the filter matches are visited. Inserts extend those entries (copy on
-write); removals drop them, to be recomputed on the next match.
+write); removals drop them, to be recomputed on the next match. A change that would touch
+more than ``PATCH_LIMIT`` entries empties the cache instead.
 
 Not thread-safe: it is meant to be used from the single event-loop thread.
 """
@@ -44,6 +45,10 @@ CACHE_SWEEP = 256
 _PWC = "*"
 _FWC = ">"
 _SEP = "."
+# A wildcard change matching more cached subjects than this empties the cache instead of
+# fixing each entry (1-2 µs apiece in Python: a result copy, or two deletes), which for a broad
+# subscription (`>`) against a full cache would cost ~2 ms. Entries are rebuilt on demand.
+PATCH_LIMIT = 32
 # Key marking "a cached subject ends here" in the cached-subject trie; tokens are never empty.
 _END = ""
 
@@ -118,8 +123,7 @@ class _Node:
         self.nodes: dict[str, _Node] = {}
         self.pwc: _Node | None = None
         self.fwc: _Node | None = None
-        # id(sub) -> sub, insertion ordered.
-        self.psubs: dict[int, Any] = {}
+        self.psubs: dict[int, Any] = {}  # id(sub) -> sub, insertion ordered
         # queue name -> {id(sub): sub}; None until the first queue subscriber (most nodes
         # never have one, and an empty dict per node would cost memory at 100k subs).
         self.qsubs: dict[str, dict[int, Any]] | None = None
@@ -175,7 +179,11 @@ def _match_node(
 
 
 def _collect_keys(level: dict[str, Any], ftoks: list[str], i: int, out: list[str]) -> None:
-    """Cached subjects under ``level`` that the filter ``ftoks[i:]`` matches."""
+    """Cached subjects under ``level`` that the filter ``ftoks[i:]`` matches.
+
+    Stops early once more than ``PATCH_LIMIT`` are found: the caller then drops the whole
+    cache, so the exact list no longer matters.
+    """
     n = len(ftoks)
     while i < n:
         t = ftoks[i]
@@ -184,11 +192,15 @@ def _collect_keys(level: dict[str, Any], ftoks: list[str], i: int, out: list[str
             for tok, child in level.items():
                 if tok:
                     _collect_all_keys(child, out)
+                    if len(out) > PATCH_LIMIT:
+                        return
             return
         if t == _PWC:
             for tok, child in level.items():
                 if tok:
                     _collect_keys(child, ftoks, i + 1, out)
+                    if len(out) > PATCH_LIMIT:
+                        return
             return
         nxt = level.get(t)
         if nxt is None:
@@ -204,6 +216,8 @@ def _collect_all_keys(level: dict[str, Any], out: list[str]) -> None:
     for tok, child in level.items():
         if tok:
             _collect_all_keys(child, out)
+            if len(out) > PATCH_LIMIT:
+                return
         else:
             out.append(child)
 
@@ -430,6 +444,9 @@ class Sublist:
             return
         keys: list[str] = []
         _collect_keys(self._ckeys, toks, 0, keys)
+        if len(keys) > PATCH_LIMIT:
+            self._clear_cache()
+            return
         for key in keys:
             cache[key] = cache[key].with_sub(sub)
 
@@ -441,10 +458,17 @@ class Sublist:
             return
         keys: list[str] = []
         _collect_keys(self._ckeys, toks, 0, keys)
+        if len(keys) > PATCH_LIMIT:
+            self._clear_cache()
+            return
         cache = self._cache
         for key in keys:
             del cache[key]
             self._del_ckey(key.split(_SEP))
+
+    def _clear_cache(self) -> None:
+        self._cache = {}
+        self._ckeys = {}
 
     def _add_ckey(self, subject: str, toks: list[str]) -> None:
         level = self._ckeys

@@ -1,0 +1,214 @@
+"""The issue's scenarios, each run against both servers in the same run.
+
+Loads run one at a time (the machine has 2 cores: a load and a server each get one). Throughput
+repeats alternate between the servers so that slow drift on a shared machine (another job,
+thermal limits) falls on both; the best run counts, since interference only ever slows a run.
+Latency samples of all repeats are pooled per server before taking percentiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import conns
+import latency
+import loads_gobench
+import loads_natspy
+from results import Measure, Target, Throughput, percentile
+from servers import KINDS, LABELS, pid_of, running, running_both
+
+SIZE = 16  # payload bytes, as the issue states for every core scenario
+IDLE_TARGET_CONNS = 5000
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Message counts and repeats for one mode (full or --quick)."""
+
+    mode: str
+    gobench_msgs: int
+    natspy_msgs: int
+    requests: int
+    idle_conns: int
+    repeats: int
+
+
+FULL = Plan("full", gobench_msgs=2_000_000, natspy_msgs=300_000, requests=5_000,
+            idle_conns=IDLE_TARGET_CONNS, repeats=3)  # fmt: skip
+QUICK = Plan("quick", gobench_msgs=100_000, natspy_msgs=20_000, requests=300,
+             idle_conns=500, repeats=1)  # fmt: skip
+
+# A load takes the server URL and a message count.
+Load = Callable[[str, int], Throughput]
+
+
+def _order(rep: int) -> tuple[str, ...]:
+    return KINDS if rep % 2 == 0 else tuple(reversed(KINDS))
+
+
+def _throughput(
+    ident: str,
+    scenario: str,
+    load_name: str,
+    load: Load,
+    msgs: int,
+    plan: Plan,
+    target: Target | None,
+) -> Measure:
+    """Run ``load`` against both servers ``plan.repeats`` times; keep each server's best."""
+    runs: dict[str, list[Throughput]] = {kind: [] for kind in KINDS}
+    with running_both() as servers:
+        for kind in KINDS:  # warm-up: connections, caches, the allocator's arenas
+            load(servers[kind].url, max(1000, msgs // 10))
+        for rep in range(plan.repeats):
+            for kind in _order(rep):
+                runs[kind].append(load(servers[kind].url, msgs))
+    best = {kind: max(r.msgs_per_s for r in runs[kind]) for kind in KINDS}
+    notes = [
+        f"{LABELS[kind]}: {sum(not r.ok for r in runs[kind])}/{len(runs[kind])} runs lost msgs"
+        for kind in KINDS
+        if not all(r.ok for r in runs[kind])
+    ]
+    notes.append(f"best of {plan.repeats}")
+    return Measure(
+        id=ident,
+        scenario=scenario,
+        load=load_name,
+        metric="msgs/s",
+        headwater=best["headwater"],
+        nats=best["nats"],
+        target=target,
+        note="; ".join(notes),
+        runs={kind: [round(r.msgs_per_s) for r in runs[kind]] for kind in KINDS},
+    )
+
+
+def core(plan: Plan, versions: dict[str, str]) -> list[Measure]:
+    """Scenarios 1 and 2: core publish without subscriber, and pub/sub, 16-byte payloads."""
+    measures: list[Measure] = []
+    g_msgs, p_msgs = plan.gobench_msgs, plan.natspy_msgs
+    gobench_rows = [
+        ("core_pub.gobench", "core pub 16 B", "core_pub", None),
+        ("core_pubsub.gobench", "core pub/sub 16 B", "core_pubsub",
+         Target("ratio_min", 0.25, ">= 0.25x")),
+    ]  # fmt: skip
+    try:
+        binary = loads_gobench.ensure_gobench()
+    except loads_gobench.GobenchUnavailable as exc:
+        reason = str(exc).splitlines()[0]
+        for ident, label, _, target in gobench_rows:
+            measures.append(Measure(ident, label, "gobench", "msgs/s", None, None, target, reason))
+        binary = None
+    if binary is not None:
+        for ident, label, scenario, target in gobench_rows:
+
+            def load(url: str, msgs: int, scenario: str = scenario) -> Throughput:
+                run, client = loads_gobench.gobench(binary, url, scenario, msgs, SIZE)
+                versions["nats_go"] = client
+                return run
+
+            measures.append(_throughput(ident, label, "gobench", load, g_msgs, plan, target))
+    measures.append(
+        _throughput(
+            "core_pub.natspy",
+            "core pub 16 B",
+            "nats-py",
+            lambda url, msgs: loads_natspy.publish_only(url, msgs, SIZE),
+            p_msgs,
+            plan,
+            None,
+        )
+    )
+    measures.append(
+        _throughput(
+            "core_pubsub.natspy",
+            "core pub/sub 16 B",
+            "nats-py",
+            lambda url, msgs: loads_natspy.pubsub(url, msgs, SIZE),
+            p_msgs,
+            plan,
+            Target("ratio_min", 0.90, ">= 0.90x"),
+        )
+    )
+    return measures
+
+
+def request_reply(plan: Plan) -> list[Measure]:
+    """Scenario 3: sequential request/reply round trips with nats-py on both sides."""
+    samples: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    with running_both() as servers:
+        for rep in range(plan.repeats):
+            for kind in _order(rep):
+                got = latency.request_reply(servers[kind].url, plan.requests, SIZE)
+                samples[kind].extend(got.samples_us)
+    for values in samples.values():
+        values.sort()
+    note = f"{len(samples['headwater'])} requests each, nats-py requester + responder"
+    rows = [
+        ("reqrep.p50", "p50 µs", 0.50, Target("ratio_max", 2.0, "<= 2.00x")),
+        ("reqrep.p99", "p99 µs", 0.99, None),
+    ]
+    return [
+        Measure(
+            id=ident,
+            scenario="request/reply 16 B",
+            load="nats-py",
+            metric=metric,
+            headwater=percentile(samples["headwater"], fraction),
+            nats=percentile(samples["nats"], fraction),
+            target=target,
+            note=note,
+        )
+        for ident, metric, fraction, target in rows
+    ]
+
+
+def idle_connections(plan: Plan) -> list[Measure]:
+    """Scenario 4: RSS of each server while it holds ``plan.idle_conns`` handshaken clients."""
+    held: dict[str, conns.IdleConnections] = {}
+    for kind in KINDS:  # one fresh server at a time: nothing else in its heap
+        with running(kind) as server:
+            held[kind] = conns.hold_idle("127.0.0.1", server.port, pid_of(server), plan.idle_conns)
+    count = plan.idle_conns
+    scenario = f"{count:,} idle conns"
+    if count == IDLE_TARGET_CONNS:
+        rss_target: Target | None = Target("headwater_max", 250.0, "hw < 250 MB")
+        rss_note = ""
+    else:
+        rss_target = None
+        rss_note = f"target (< 250 MB) applies to {IDLE_TARGET_CONNS:,} conns"
+    fds = ", ".join(f"{LABELS[k]} {held[k].server_fds} fds" for k in KINDS)
+    before = ", ".join(f"{LABELS[k]} {held[k].rss_before_kib * 1024 / 1e6:.1f}" for k in KINDS)
+    return [
+        Measure(
+            "conns.rss",
+            scenario,
+            "raw TCP",
+            "RSS MB",
+            held["headwater"].rss_held_kib * 1024 / 1e6,
+            held["nats"].rss_held_kib * 1024 / 1e6,
+            rss_target,
+            "; ".join(filter(None, [rss_note, f"before: {before} MB", fds])),
+        ),
+        Measure(
+            "conns.per_conn",
+            scenario,
+            "raw TCP",
+            "KiB/conn",
+            held["headwater"].per_conn_kib,
+            held["nats"].per_conn_kib,
+            None,
+            "(RSS held - RSS before) / conns",
+        ),
+        Measure(
+            "conns.open_rate",
+            scenario,
+            "raw TCP",
+            "conns/s",
+            count / held["headwater"].open_seconds,
+            count / held["nats"].open_seconds,
+            None,
+            f"connect + INFO + CONNECT/PING + PONG, {conns.CONCURRENCY} at a time",
+        ),
+    ]

@@ -1,0 +1,19 @@
+"""``open_store``: the one way the stream layer gets a store."""
+
+from __future__ import annotations
+
+from headwater.server.store.base import StoreConfig, StreamStore
+
+
+def open_store(config: StoreConfig) -> StreamStore:
+    """Create or reopen the store ``config`` describes (file stores recover on open and report
+    what they repaired in ``store.recovery_report``)."""
+    if config.storage == "memory":
+        from headwater.server.store.memory import MemoryStore
+
+        return MemoryStore(config)
+    if config.storage == "file":
+        from headwater.server.store.file.store import FileStore
+
+        return FileStore(config)
+    raise ValueError(f"unknown storage type {config.storage!r}")

@@ -1,0 +1,399 @@
+"""The ordered set of block files of one store: appends, lookups, erasure, compaction, packing.
+
+File ownership: every block file and its fds belong to this object. The event loop thread does
+all writes; the group-commit worker thread only fsyncs fds handed to it in a ``SyncJob``, and
+no fd in a job is closed (or file renamed) until the job's ``finish``/``abort`` runs back on the
+loop. That is why sealed blocks' write fds go to ``_retired`` rather than being closed, and why a
+rewritten block (compacted, packed or erased-while-packed) is written to ``<name>.tmp`` and only
+renamed over the original after the next fsync covered it: until then readers keep using the
+original, which still holds every live record at the offsets the index knows.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from bisect import bisect_right
+from dataclasses import dataclass, field
+
+from headwater.server.store.file.blocks import (
+    B_S2,
+    BLOCK_HEADER_SIZE,
+    RAW_HEADER,
+    Block,
+    BlockReader,
+    block_name,
+    pack_block,
+)
+from headwater.server.store.file.dellog import DeleteLog
+from headwater.server.store.file.fileio import FileIO
+from headwater.server.store.file.index import SnapshotBlock
+from headwater.server.store.file.records import CorruptRecord, RecordCodec
+from headwater.server.store.seqindex import SeqIndex
+
+FLUSH_BYTES = 1 << 20
+"""Buffered bytes that force a write to the OS even without a sync (bounds memory)."""
+
+
+@dataclass
+class Rewrite:
+    """A replacement file for ``block`` waiting for an fsync before its rename."""
+
+    block: Block
+    tmp: str
+    fd: int
+    size: int
+    crc: int
+    flags: int
+    raw_size: int
+    locs: list[tuple[int, int]] | None = None
+    """(seq, new offset) when records moved (compaction)."""
+    total_bytes: int = -1
+    in_flight: bool = False
+    cancelled: bool = False
+
+
+@dataclass
+class SyncJob:
+    blocks: BlockSet
+    fds: list[int]
+    dir_path: str | None
+    retired: list[int]
+    rewrites: list[Rewrite] = field(default_factory=list)
+
+    def run(self) -> None:
+        io = self.blocks.io
+        for fd in self.fds:
+            io.fsync(fd)
+        if self.dir_path is not None:
+            io.fsync_dir(self.dir_path)
+
+    def finish(self) -> None:
+        for fd in self.retired:
+            self.blocks.io.close(fd)
+        for rw in self.rewrites:
+            self.blocks.complete_rewrite(rw)
+
+    def abort(self) -> None:
+        bs = self.blocks
+        bs.retired.extend(self.retired)
+        if self.dir_path is not None:
+            bs.dir_dirty = True
+        for rw in self.rewrites:
+            rw.in_flight = False
+            if rw.cancelled:
+                bs.discard_rewrite(rw)
+
+
+class BlockSet:
+    def __init__(self, io: FileIO, directory: str, block_size: int, compress: bool, idx: SeqIndex) -> None:
+        self.io = io
+        self.dir = directory
+        self.block_size = block_size
+        self.compress = compress
+        self.idx = idx
+        self.blocks: list[Block] = []
+        self._firsts: list[int] = []
+        self.active: Block
+        self.reader = BlockReader(io)
+        self.retired: list[int] = []
+        self.dir_dirty = False
+        self.rewrites: dict[int, Rewrite] = {}
+        self._patch_fds: dict[int, int] = {}
+
+    # ------------------------------------------------------------------ set-up
+
+    def adopt(self, blocks: list[Block]) -> None:
+        """Take the recovered blocks; continue appending to the last one if it is raw."""
+        self.blocks = blocks
+        self._refresh()
+        last = blocks[-1] if blocks else None
+        if last is not None and not last.packed and last.raw_size < self.block_size:
+            last.fd = self.io.open_rw(last.path)
+            self.active = last
+        else:
+            self._new_block(last.index + 1 if last else 1)
+        for blk in [b for b in self.blocks if b is not self.active and b.live == 0]:
+            self.drop(blk)
+
+    def _refresh(self) -> None:
+        self._firsts = [b.first for b in self.blocks]
+
+    def _new_block(self, index: int) -> Block:
+        path = os.path.join(self.dir, block_name(index))
+        blk = Block(index, path, self.idx.last + 1)
+        blk.fd = self.io.open_rw(path, truncate=True)
+        blk.wbuf += RAW_HEADER
+        blk.raw_size = BLOCK_HEADER_SIZE
+        self.blocks.append(blk)
+        self._firsts.append(blk.first)
+        self.active = blk
+        self.dir_dirty = True
+        return blk
+
+    # ------------------------------------------------------------------ appends and reads
+
+    def append(self, record: bytes, seq: int, size: int) -> int:
+        blk = self.active
+        if blk.raw_size + len(record) > self.block_size and blk.raw_size > BLOCK_HEADER_SIZE:
+            blk = self._roll()
+        if blk.last < blk.first:
+            self._firsts[-1] = seq
+        off = blk.append(record, seq, size)
+        if len(blk.wbuf) >= FLUSH_BYTES:
+            blk.flush(self.io)
+        return off
+
+    def _roll(self) -> Block:
+        old = self.active
+        old.flush(self.io)
+        self.retired.append(old.fd)
+        old.fd = -1
+        new = self._new_block(old.index + 1)
+        if old.live == 0:
+            self.drop(old)
+        elif self.compress:
+            self.schedule_rewrite(old, pack_block(self.reader.raw(old)), B_S2, old.raw_size)
+        return new
+
+    def block_for(self, seq: int) -> Block:
+        return self.blocks[bisect_right(self._firsts, seq) - 1]
+
+    def flush(self) -> None:
+        self.active.flush(self.io)
+
+    # ------------------------------------------------------------------ removal
+
+    def removed(self, seq: int, size: int, loc: int, erase: bool) -> None:
+        blk = self.block_for(seq)
+        blk.live -= 1
+        blk.live_bytes -= size
+        if erase:
+            self._erase(blk, loc)
+        if blk is self.active:
+            return
+        if blk.live == 0:
+            self.drop(blk)
+        elif (
+            2 * blk.live_bytes < blk.total_bytes
+            and blk.first > self.idx.first  # the head block empties from the front anyway
+            and blk.index not in self.rewrites
+        ):
+            self._compact(blk)
+
+    def drop(self, blk: Block) -> None:
+        """Delete a block none of whose records are live."""
+        assert blk is not self.active
+        self._cancel_rewrite(blk)
+        self.reader.forget(blk)
+        fd = self._patch_fds.pop(blk.index, None)
+        if fd is not None:
+            self.retired.append(fd)
+        self.io.unlink(blk.path)
+        i = self.blocks.index(blk)
+        del self.blocks[i]
+        del self._firsts[i]
+        self.dir_dirty = True
+
+    def floor(self) -> None:
+        """After a bulk removal: delete blocks wholly below ``first`` and recount the rest."""
+        first = self.idx.first
+        for blk in [b for b in self.blocks if b is not self.active and b.last < first]:
+            self.drop(blk)
+        for blk in self.blocks:
+            self.recount(blk)
+        for blk in [b for b in self.blocks if b is not self.active and b.live == 0]:
+            self.drop(blk)
+
+    def recount(self, blk: Block) -> None:
+        idx = self.idx
+        lo = max(blk.first, idx.base) - idx.base
+        hi = min(blk.last, idx.last) - idx.base + 1
+        if blk.last < blk.first or hi <= lo:
+            blk.live = blk.live_bytes = 0
+            return
+        blk.live = idx.live.count(1, lo, hi)
+        blk.live_bytes = sum(idx.size[lo:hi])
+
+    def _erase(self, blk: Block, off: int) -> None:
+        """Overwrite the record at ``off`` in place with an erased record of the same length."""
+        self._cancel_rewrite(blk)  # a pending copy would still hold the payload
+        if blk.packed:
+            raw = bytearray(self.reader.raw(blk))
+            try:
+                head = RecordCodec.head(raw, off, len(raw))
+            except CorruptRecord:
+                return
+            raw[off : off + head.rec_len] = RecordCodec.erased(head)
+            self.schedule_rewrite(blk, pack_block(bytes(raw)), B_S2, len(raw))
+            return
+        buf, start, end = self.reader.chunk(blk, off)
+        try:
+            head = RecordCodec.head(buf, start, end)
+        except CorruptRecord:
+            return
+        new = RecordCodec.erased(head)
+        if off >= blk.disk_size:
+            p = off - blk.disk_size
+            blk.wbuf[p : p + len(new)] = new
+            return
+        fd = blk.fd
+        if fd < 0:
+            fd = self._patch_fds.get(blk.index, -1)
+            if fd < 0:
+                fd = self._patch_fds[blk.index] = self.io.open_rw(blk.path)
+        self.io.pwrite(fd, new, off)
+        blk.crc_ok = False
+
+    # ------------------------------------------------------------------ rewrites
+
+    def _compact(self, blk: Block) -> None:
+        """Rewrite ``blk`` with only its live records (most of it is dead)."""
+        idx = self.idx
+        raw = self.reader.raw(blk)
+        parts = [RAW_HEADER]
+        locs: list[tuple[int, int]] = []
+        pos = BLOCK_HEADER_SIZE
+        total = 0
+        for seq in idx.matching_seqs(None, blk.first, blk.last, blk.live):
+            off = idx.loc[seq - idx.base]
+            try:
+                head = RecordCodec.head(raw, off, len(raw))
+            except CorruptRecord:
+                continue  # left out; a read of it reports the loss
+            parts.append(raw[off : off + head.rec_len])
+            locs.append((seq, pos))
+            pos += head.rec_len
+            total += idx.size[seq - idx.base]
+        new_raw = b"".join(parts)
+        content = pack_block(new_raw) if self.compress else new_raw
+        flags = B_S2 if self.compress else 0
+        self.schedule_rewrite(blk, content, flags, len(new_raw), locs, total)
+
+    def schedule_rewrite(
+        self,
+        blk: Block,
+        content: bytes,
+        flags: int,
+        raw_size: int,
+        locs: list[tuple[int, int]] | None = None,
+        total_bytes: int = -1,
+    ) -> None:
+        self._cancel_rewrite(blk)
+        tmp = blk.path + ".tmp"
+        fd = self.io.open_rw(tmp, truncate=True)
+        self.io.pwrite(fd, content, 0)
+        crc = zlib.crc32(content)
+        self.rewrites[blk.index] = Rewrite(blk, tmp, fd, len(content), crc, flags, raw_size, locs, total_bytes)
+
+    def complete_rewrite(self, rw: Rewrite) -> None:
+        """After an fsync covered ``rw.tmp``: rename it over the block."""
+        if rw.cancelled:
+            self.discard_rewrite(rw)
+            return
+        blk = rw.block
+        self.io.close(rw.fd)
+        self.io.replace(rw.tmp, blk.path)
+        if self.rewrites.get(blk.index) is rw:
+            del self.rewrites[blk.index]
+        self.dir_dirty = True
+        self.reader.forget(blk)
+        fd = self._patch_fds.pop(blk.index, None)
+        if fd is not None:
+            self.retired.append(fd)
+        blk.flags, blk.disk_size, blk.raw_size = rw.flags, rw.size, rw.raw_size
+        blk.crc, blk.crc_ok = rw.crc, True
+        if rw.total_bytes >= 0:
+            blk.total_bytes = rw.total_bytes
+        if rw.locs:
+            idx = self.idx
+            for seq, off in rw.locs:
+                if idx.is_live(seq):
+                    idx.loc[seq - idx.base] = off
+
+    def _cancel_rewrite(self, blk: Block) -> None:
+        rw = self.rewrites.pop(blk.index, None)
+        if rw is None:
+            return
+        rw.cancelled = True
+        if not rw.in_flight:
+            self.discard_rewrite(rw)
+
+    def discard_rewrite(self, rw: Rewrite) -> None:
+        self.io.close(rw.fd)
+        self.io.unlink(rw.tmp)
+
+    # ------------------------------------------------------------------ sync
+
+    def prepare(self, log: DeleteLog) -> SyncJob:
+        """Flush everything to the OS and describe what the fsync must cover."""
+        self.active.flush(self.io)
+        log.flush()
+        self.retired.extend(self._patch_fds.values())
+        self._patch_fds.clear()
+        retired, self.retired = self.retired, []
+        rewrites = [rw for rw in self.rewrites.values() if not rw.in_flight]
+        for rw in rewrites:
+            rw.in_flight = True
+        fds = [self.active.fd, log.fd, *retired, *(rw.fd for rw in rewrites)]
+        dir_path = self.dir if self.dir_dirty else None
+        self.dir_dirty = False
+        return SyncJob(self, fds, dir_path, retired, rewrites)
+
+    @property
+    def pending(self) -> bool:
+        """Unsynced work that is not a plain append (rewrites, renames, closes)."""
+        return bool(self.rewrites or self.retired or self._patch_fds or self.dir_dirty)
+
+    def close(self) -> None:
+        for rw in list(self.rewrites.values()):
+            rw.cancelled = True
+            self.discard_rewrite(rw)
+        self.rewrites.clear()
+        for fd in [*self.retired, *self._patch_fds.values()]:
+            self.io.close(fd)
+        self.retired.clear()
+        self._patch_fds.clear()
+        if self.active.fd >= 0:
+            self.io.close(self.active.fd)
+            self.active.fd = -1
+        self.reader.close()
+
+    def snapshot_blocks(self) -> list[SnapshotBlock]:
+        out = []
+        for b in self.blocks:
+            if not b.crc_ok:
+                b.crc = zlib.crc32(self.io.read_file(b.path)[: b.disk_size])
+                b.crc_ok = True
+            out.append(
+                SnapshotBlock(
+                    b.index, b.first, b.last, b.flags, b.disk_size, b.raw_size, b.crc,
+                    b.live, b.live_bytes, b.total_bytes,
+                )
+            )
+        return out
+
+    # ------------------------------------------------------------------ invariants
+
+    def check(self) -> None:
+        idx = self.idx
+        assert self.blocks and self.blocks[-1] is self.active, "active block must be last"
+        assert self._firsts == [b.first for b in self.blocks], "block start table stale"
+        prev_last = 0
+        for blk in self.blocks:
+            if blk.last >= blk.first:
+                assert blk.first > prev_last, "blocks overlap"
+                prev_last = blk.last
+            live, live_bytes = blk.live, blk.live_bytes
+            self.recount(blk)
+            assert (blk.live, blk.live_bytes) == (live, live_bytes), f"block {blk.index} counts"
+            assert blk is self.active or blk.live > 0, f"empty block {blk.index} kept"
+            if not blk.packed:
+                assert blk.raw_size == blk.disk_size + len(blk.wbuf)
+        for seq in idx.matching_seqs(None, idx.first, idx.last, idx.msgs):
+            blk = self.block_for(seq)
+            assert blk.first <= seq <= blk.last, f"seq {seq} outside its block"
+            buf, start, end = self.reader.chunk(blk, idx.loc[seq - idx.base])
+            head = RecordCodec.head(buf, start, end)
+            assert head.seq == seq and not head.erased, f"index points {seq} at another record"
+            assert head.accounted_size() == idx.size[seq - idx.base], f"size of {seq} differs"

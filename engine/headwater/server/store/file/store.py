@@ -1,0 +1,294 @@
+"""``FileStore``: the shared engine over append-only block files, a delete log and a snapshot.
+
+On-disk layout (``<directory>/msgs/``, documented in docs/FILESTORE.md)::
+
+    format.json     format version, encryption key check (written atomically)
+    00000001.blk    blocks of records (``blocks``/``records``)
+    deletes.log     removals and sequence floors (``dellog``)
+    index.snap      index snapshot from the last clean close (``index``)
+
+Appends go to the active block's write buffer and reach the OS on the next loop iteration (so a
+killed process loses nothing); ``durable()`` adds the fsync through group commit (``sync``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import os
+import shutil
+import sys
+from array import array
+from typing import Any
+
+import msgspec
+
+from headwater.server.store.base import StoreConfig, StoredMsg, StoreError, file_msg_size
+from headwater.server.store.engine import IndexedStore
+from headwater.server.store.file.blocks import CorruptBlock
+from headwater.server.store.file.blockset import BlockSet, SyncJob
+from headwater.server.store.file.dellog import LOG_NAME, DeleteLog, dead_ranges
+from headwater.server.store.file.fileio import FileIO
+from headwater.server.store.file.index import SNAP_NAME, SnapshotHeader, encode_snapshot
+from headwater.server.store.file.records import CorruptRecord, RecordCodec
+from headwater.server.store.file.recovery import Recovery
+from headwater.server.store.file.sync import GroupCommit
+
+log = logging.getLogger("headwater.store")
+
+FORMAT_NAME = "format.json"
+FORMAT_VERSION = 1
+
+
+class StoreFormat(msgspec.Struct):
+    version: int
+    key_check: str | None = None
+    """HMAC-SHA256(key, "headwater.store")[:16] hex: detects a wrong key without revealing it."""
+
+
+def _key_check(key: bytes) -> str:
+    return hmac.new(key, b"headwater.store", hashlib.sha256).hexdigest()[:32]
+
+
+class FileStore(IndexedStore):
+    def __init__(self, config: StoreConfig, io: FileIO | None = None) -> None:
+        if config.directory is None:
+            raise ValueError("a file store needs a directory")
+        super().__init__(config, objects_in_index=False)
+        self._io = io or FileIO()
+        self._dir = os.path.join(os.fspath(config.directory), "msgs")
+        self._codec = RecordCodec(config.encryption_key)
+        self._policy = config.sync
+        self._log = DeleteLog(self._io, self._dir)
+        self._commit = GroupCommit(self._prepare_sync)
+        self._flush_soon = False
+        self._open()
+
+    # ------------------------------------------------------------------ open
+
+    def _open(self) -> None:
+        io = self._io
+        cfg = self.config
+        os.makedirs(self._dir, exist_ok=True)
+        fmt_path = os.path.join(self._dir, FORMAT_NAME)
+        key = cfg.encryption_key
+        if os.path.exists(fmt_path):
+            fmt = msgspec.json.decode(io.read_file(fmt_path), type=StoreFormat)
+            if fmt.version != FORMAT_VERSION:
+                raise StoreError(f"unsupported store format {fmt.version}")
+            if fmt.key_check is not None and key is None:
+                raise StoreError("store is encrypted and no key was configured")
+            if fmt.key_check is not None and key is not None and fmt.key_check != _key_check(key):
+                raise StoreError("wrong encryption key for this store")
+            if fmt.key_check is None and key is not None:
+                fmt.key_check = _key_check(key)
+                io.write_atomic(fmt_path, msgspec.json.encode(fmt))
+        else:
+            # A new store: its first sequence goes into the delete log as a FLOOR.
+            self._log.generation = 0
+            self._log.rewrite(cfg.first_seq, cfg.first_seq - 1, 0, ())
+            self._log.close()
+            check = _key_check(key) if key is not None else None
+            io.write_atomic(fmt_path, msgspec.json.encode(StoreFormat(FORMAT_VERSION, check)))
+        rec = Recovery(io, self._dir, self._codec, self.recovery_report).run()
+        self._idx = rec.idx
+        self._ttl = rec.ttl
+        self._ttl_heap = sorted((e, s) for s, e in rec.ttl.items())
+        self._never = rec.never
+        self._last_ts = rec.last_ts
+        self._log.open(rec.log_generation, rec.log_valid)
+        self._blocks = BlockSet(io, self._dir, cfg.block_size, self._compress, self._idx)
+        self._blocks.adopt(rec.blocks)
+        for seq in self.recovery_report.corrupt_seqs:
+            if self._idx.first <= seq <= self._idx.last and not self._idx.is_live(seq):
+                self._log.delete(seq)
+        if self._budget is not None:
+            self._budget.used += self._idx.bytes
+        if not self.recovery_report.clean:
+            log.warning("store %s recovered with damage: %s", cfg.name, self.recovery_report)
+
+    @property
+    def _compress(self) -> bool:
+        return self.config.compression == "s2" and not self._codec.encrypted
+
+    # ------------------------------------------------------------------ engine hooks
+
+    def _msg_size(self, subject: str, hdr: bytes, data: bytes) -> int:
+        return file_msg_size(subject, hdr, data)
+
+    def _discard_new_size(self, subject: str, hdr: bytes, data: bytes) -> int:
+        return len(hdr) + len(data)  # nats-server's filestore compares payload bytes only
+
+    def _write(
+        self, seq: int, subject: str, hdr: bytes, data: bytes, ts: int, ttl: int, size: int
+    ) -> Any:
+        try:
+            record = self._codec.encode(seq, ts, ttl, subject.encode(), hdr, data)
+        except ValueError as exc:
+            raise StoreError(str(exc)) from exc
+        off = self._blocks.append(record, seq, size)
+        self._commit.dirty()
+        return off
+
+    def _after_write(self) -> None:
+        mode = self._policy.mode
+        if mode == "always":
+            self._commit.sync_now()
+            return
+        if self._flush_soon:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._flush_soon = True
+        loop.call_soon(self._flush_to_os)
+        if mode == "interval" and not self._commit.has_timer:
+            self._commit.start_interval(self._policy.interval)
+
+    def _flush_to_os(self) -> None:
+        self._flush_soon = False
+        if not self._closed:
+            self._blocks.flush()
+            self._log.flush()
+
+    def _read(self, seq: int, loc: Any) -> StoredMsg | None:
+        idx = self._idx
+        blk = self._blocks.block_for(seq)
+        try:
+            buf, start, end = self._blocks.reader.chunk(blk, loc)
+            head = RecordCodec.head(buf, start, end)
+            if head.seq != seq or head.erased:
+                raise CorruptRecord(f"record at {loc} is not message {seq}")
+            _, hdr, data = self._codec.payload(buf, start, head)
+        except (CorruptRecord, CorruptBlock) as exc:
+            self._lost(seq, exc)
+            return None
+        name = idx.subjects.names[idx.sid[seq - idx.base]]
+        return StoredMsg(name, seq, hdr, data, head.ts)  # type: ignore[arg-type]
+
+    def _lost(self, seq: int, exc: Exception) -> None:
+        """A record failed its checks on read: report it and stop indexing it."""
+        log.error("store %s: message %d is corrupt on disk (%s); dropped", self.config.name, seq, exc)
+        report = self.recovery_report
+        report.records_dropped += 1
+        report.corrupt_seqs.append(seq)
+        self._remove(seq, False)
+
+    def _removed(self, seq: int, size: int, loc: Any, erase: bool) -> None:
+        self._log.delete(seq)
+        self._commit.dirty()
+        self._blocks.removed(seq, size, loc, erase)
+        if self._blocks.rewrites:
+            self._kick()
+
+    def _floor(self) -> None:
+        idx = self._idx
+        self._log.floor(idx.first, idx.last, self._last_ts)
+        self._commit.dirty()
+        self._blocks.floor()
+
+    def _kick(self) -> None:
+        """Get pending block rewrites fsynced and renamed without waiting for a publisher."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self._commit.sync_now()
+            return
+        self._commit.kick()
+
+    # ------------------------------------------------------------------ durability
+
+    def _prepare_sync(self) -> SyncJob:
+        return self._blocks.prepare(self._log)
+
+    async def durable(self) -> None:
+        if self._policy.mode == "ack" and not self._closed:
+            await self._commit.wait()
+
+    @property
+    def fsync_rounds(self) -> int:
+        """Completed group-commit rounds (tests count them)."""
+        return self._commit.fsyncs
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._shutdown()
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._commit.drain()
+        await asyncio.get_running_loop().run_in_executor(None, self._shutdown)
+
+    def _shutdown(self) -> None:
+        self._commit.stop()
+        self._commit.sync_now()
+        idx = self._idx
+        dead = dead_ranges(idx.live, idx.base, idx.first - idx.base, len(idx.live))
+        self._log.rewrite(idx.first, idx.last, self._last_ts, list(dead))
+        self._write_snapshot()
+        self._blocks.close()
+        self._log.close()
+
+    def _write_snapshot(self) -> None:
+        idx = self._idx
+        st = idx.subjects
+        ttl = sorted(self._ttl.items())
+        arrays: dict[str, Any] = {
+            "live": idx.live,
+            "sid": idx.sid,
+            "ts": idx.ts,
+            "size": idx.size,
+            "loc": idx.loc,
+            "subj_count": st.count,
+            "subj_first": st.first,
+            "subj_last": st.last,
+            "subj_flags": st.flags,
+            "ttl_seq": _q([s for s, _ in ttl]),
+            "ttl_exp": _q([e for _, e in ttl]),
+            "never": _q(sorted(self._never)),
+        }
+        header = SnapshotHeader(
+            byteorder=sys.byteorder,
+            base=idx.base,
+            first=idx.first,
+            last=idx.last,
+            msgs=idx.msgs,
+            bytes=idx.bytes,
+            last_ts=self._last_ts,
+            blocks=self._blocks.snapshot_blocks(),
+            names=st.names,
+            free=st.free,
+            arrays=list(arrays),
+        )
+        self._io.write_atomic(os.path.join(self._dir, SNAP_NAME), encode_snapshot(header, arrays))
+
+    def delete(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._commit.stop()
+            self._blocks.close()
+            self._log.close()
+        if self._budget is not None:
+            self._budget.used -= self._idx.bytes
+        self._idx.reset(self._idx.last + 1)
+        shutil.rmtree(self._dir, ignore_errors=True)
+        parent = os.path.dirname(self._dir)
+        if os.path.isdir(parent) and not os.listdir(parent):
+            os.rmdir(parent)
+
+    def check(self) -> None:
+        super().check()
+        if not self._closed:
+            self._blocks.check()
+            assert os.path.exists(os.path.join(self._dir, LOG_NAME)), "delete log missing"
+
+
+def _q(values: list[int]) -> array[int]:
+    return array("q", values)

@@ -1,0 +1,124 @@
+"""Group commit: many ``durable()`` callers share one fsync, run off the event loop.
+
+Every change bumps ``written``. ``wait()`` remembers the generation it needs; if no fsync is in
+flight it starts one, otherwise it waits for the running one and, if that one started before
+its change was written, for the next. So while one fsync runs, every publish that arrives
+queues behind a single follow-up fsync: fsyncs per second stay bounded by the disk's latency
+whatever the publish rate. The fsync itself runs in the default thread pool, so the event loop
+keeps accepting (and buffering) publishes meanwhile.
+
+The store supplies ``prepare()`` (on the loop: flush buffers to the OS and return a ``SyncJob``
+naming what to fsync) — nothing in the job is touched by the loop until ``finish()`` runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Protocol
+
+
+class SyncJob(Protocol):
+    def run(self) -> None:
+        """Blocking part (fsyncs); runs in a worker thread."""
+
+    def finish(self) -> None:
+        """Back on the loop thread once ``run`` succeeded (close fds, complete renames)."""
+
+    def abort(self) -> None:
+        """Back on the loop thread after ``run`` failed: hand resources back to the store."""
+
+
+log = logging.getLogger("headwater.store")
+
+
+class GroupCommit:
+    def __init__(self, prepare: Callable[[], SyncJob]) -> None:
+        self._prepare = prepare
+        self.written = 0
+        """Generation of the latest change."""
+        self.synced = 0
+        """Generation known to be on stable storage."""
+        self.fsyncs = 0
+        """Completed sync rounds (each fsyncs every dirty file once)."""
+        self._inflight: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def dirty(self) -> None:
+        self.written += 1
+
+    @property
+    def busy(self) -> bool:
+        return self._inflight is not None
+
+    async def wait(self) -> None:
+        """Return once every change made before the call is durable."""
+        target = self.written
+        while self.synced < target:
+            if self._inflight is None:
+                self._inflight = asyncio.ensure_future(self._round())
+            await asyncio.shield(self._inflight)
+
+    async def _round(self) -> None:
+        try:
+            gen = self.written
+            job = self._prepare()
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, job.run)
+            except BaseException:
+                job.abort()
+                raise
+            job.finish()
+            self.fsyncs += 1
+            self.synced = max(self.synced, gen)
+        finally:
+            self._inflight = None
+
+    def kick(self) -> None:
+        """Start a background round if changes are pending (e.g. a block rewrite waits for one)."""
+        if self._inflight is None and self.synced < self.written:
+            self._inflight = asyncio.ensure_future(self._round())
+            self._inflight.add_done_callback(_log_failure)
+
+    async def drain(self) -> None:
+        """Wait for an in-flight round (before closing files under it)."""
+        if self._inflight is not None:
+            await asyncio.shield(self._inflight)
+
+    def sync_now(self) -> None:
+        """A blocking round on the calling thread (close, ``always`` mode, no event loop)."""
+        gen = self.written
+        job = self._prepare()
+        try:
+            job.run()
+        except BaseException:
+            job.abort()
+            raise
+        job.finish()
+        self.fsyncs += 1
+        self.synced = max(self.synced, gen)
+
+    def start_interval(self, seconds: float) -> None:
+        """Fsync every ``seconds`` while there are unsynced changes (``interval`` policy)."""
+        loop = asyncio.get_running_loop()
+
+        def tick() -> None:
+            self.kick()
+            self._timer = loop.call_later(seconds, tick)
+
+        self._timer = loop.call_later(seconds, tick)
+
+    @property
+    def has_timer(self) -> bool:
+        return self._timer is not None
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+def _log_failure(fut: asyncio.Future[None]) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("background fsync failed", exc_info=fut.exception())
