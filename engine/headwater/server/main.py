@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         print(loaded.text or "configuration file test is successful")
         return 0
     server_log.setup(loaded.settings.log)
+    for warning in loaded.warnings:
+        log.warning("%s", warning)
     # Fewer young-generation collections: the hot path allocates many short-lived tuples and
     # bytes, and the default threshold (700) spends measurable time collecting them.
     gc.set_threshold(50_000, 20, 100)

@@ -22,6 +22,7 @@ from headwater import __version__
 from headwater.server.config.settings import RANDOM_PORT, Settings
 from headwater.server.connections.client import ClientConnection
 from headwater.server.connections.tls import server_context
+from headwater.server.jetstream.versioning import ADVERTISED_SERVER_VERSION
 from headwater.server.protocol import encoder
 from headwater.server.routing.sublist import Sublist
 from headwater.server.subscription import Receiver, Subscription
@@ -30,7 +31,7 @@ log = logging.getLogger("headwater.server")
 
 #: The nats-server version we advertise. Clients choose API forms by it (nats-py picks the
 #: consumer-create subject form for minor ≥ 9); see docs/DIFFERENCES.md.
-ADVERTISED_VERSION = "2.11.0"
+ADVERTISED_VERSION = ADVERTISED_SERVER_VERSION
 
 _ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 

@@ -126,9 +126,17 @@ CASES: list[tuple[str, str, bool]] = [
     ("authorization not a block", "authorization: 5", INVALID),
     # tls
     ("tls", "tls { cert_file: inc/cert.pem, key_file: inc/key.pem, timeout: 3 }", VALID),
-    ("tls verify", "tls {\n cert_file: inc/cert.pem\n key_file: inc/key.pem\n verify: true\n}", VALID),
+    (
+        "tls verify",
+        "tls {\n cert_file: inc/cert.pem\n key_file: inc/key.pem\n verify: true\n}",
+        VALID,
+    ),
     ("tls missing files", "tls { cert_file: /nonexistent, key_file: /nonexistent2 }", INVALID),
-    ("tls verify as string", 'tls { cert_file: inc/cert.pem, key_file: inc/key.pem, verify: "yes" }', INVALID),
+    (
+        "tls verify as string",
+        'tls { cert_file: inc/cert.pem, key_file: inc/key.pem, verify: "yes" }',
+        INVALID,
+    ),
     ("unknown tls key", "tls { foo: 1 }", INVALID),
     ("tls not a block", "tls: 5", INVALID),
     # jetstream

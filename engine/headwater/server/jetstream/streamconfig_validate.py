@@ -21,7 +21,7 @@ import msgspec
 
 from . import errors
 from .gojson import go_quote
-from .streamconfig import StreamConfig, parse_stream_request
+from .streamconfig import Placement, StreamConfig, parse_stream_request
 from .streamconfig_sources import check_sources, is_valid_asset_name
 from .subject_rules import (
     BAD_SUBJECT,
@@ -166,7 +166,7 @@ def apply_defaults(cfg: StreamConfig, limits: StreamLimits = NO_LIMITS) -> Strea
     if not cfg.subjects and cfg.mirror is None and not cfg.sources:
         cfg = msgspec.structs.replace(cfg, subjects=(cfg.name,))
     cfg = _default_republish(cfg, pedantic=False)
-    if cfg.placement is not None and cfg.placement == cfg.placement.__class__():
+    if cfg.placement is not None and cfg.placement == Placement():
         cfg = msgspec.structs.replace(cfg, placement=None)
     return _with_static_metadata(cfg)
 
@@ -376,7 +376,7 @@ def _check_transforms(cfg: StreamConfig, limits: StreamLimits, pedantic: bool) -
                 f"stream configuration for republish with transform from '{rp.src}' "
                 f"to '{rp.dest}' not valid"
             )
-    if cfg.placement is not None and cfg.placement == cfg.placement.__class__():
+    if cfg.placement is not None and cfg.placement == Placement():
         cfg = msgspec.structs.replace(cfg, placement=None)
     if cfg.placement is not None and cfg.placement.preferred:
         raise _invalid("preferred server not permitted in placement")

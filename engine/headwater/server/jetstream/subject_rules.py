@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "BAD_SUBJECT",
     "is_subset_match",
     "is_valid_publish_subject",
     "is_valid_subject",
