@@ -17,7 +17,9 @@ import time
 from pathlib import Path
 
 _LISTEN = re.compile(rb"Listening for client connections on [^\s:]+:(\d+)")
-_HTTP = re.compile(rb"monitor(?:ing)?(?: interface)? on https?://[^\s:]+:(\d+)", re.I)
+_HTTP = re.compile(
+    rb"monitor(?:ing)?(?: interface)? on (?:https?://)?(?:\[[^\]]*\]|[^\s:/\[\]]+):(\d+)", re.I
+)
 
 
 def nats_server_binary() -> str | None:

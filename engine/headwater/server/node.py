@@ -23,11 +23,15 @@ from headwater.server.config.settings import RANDOM_PORT, Settings
 from headwater.server.connections.client import ClientConnection
 from headwater.server.connections.tls import server_context
 from headwater.server.jetstream.versioning import ADVERTISED_SERVER_VERSION
+from headwater.server.monitoring.connz import closed_record
 from headwater.server.protocol import encoder
 from headwater.server.routing.sublist import Sublist
 from headwater.server.subscription import Receiver, Subscription
 
 log = logging.getLogger("headwater.server")
+
+#: Closed connections remembered for /connz?state=closed (nats-server keeps 10,000).
+CLOSED_HISTORY = 1000
 
 #: The nats-server version we advertise. Clients choose API forms by it (nats-py picks the
 #: consumer-create subject form for minor ≥ 9); see docs/DIFFERENCES.md.
@@ -55,6 +59,7 @@ class Server:
         self.sublist = Sublist()
         self.clients: dict[int, ClientConnection] = {}
         self.closed_clients: list[dict[str, Any]] = []
+        self.jetstream: Any = None  # the JetStreamService once started (monitoring reads it)
         self.services: list[Service] = []
         self.tls_context = server_context(settings.tls)
         self.port = 0
@@ -176,8 +181,8 @@ class Server:
     def client_closed(self, client: ClientConnection) -> None:
         if self.clients.pop(client.cid, None) is not None:
             # Keep a short history for /connz?state=closed, as nats-server does.
-            self.closed_clients.append({"cid": client.cid, "reason": client.close_reason})
-            del self.closed_clients[:-100]
+            self.closed_clients.append(closed_record(client))
+            del self.closed_clients[:-CLOSED_HISTORY]
 
     def client_info(self, client: ClientConnection) -> dict[str, Any]:
         settings = self.settings

@@ -188,7 +188,7 @@ async def test_closed_record_keeps_what_connz_shows(node: Server) -> None:
     assert (full["in_msgs"], full["out_msgs"], full["in_bytes"], full["out_bytes"]) == (1, 1, 3, 3)
     assert full["name"] == "probe" and full["subscriptions"] == 2
     subjects = {d["subject"]: d for d in full["subscriptions_list_detail"]}
-    assert subjects["a"]["msgs"] == 0 and subjects["b"]["qgroup"] == "g"
+    assert subjects["a"]["msgs"] == 1 and subjects["b"]["qgroup"] == "g"
     assert all(d["cid"] == live.cid for d in subjects.values())
     # A bare record (what older servers kept) still renders.
     assert minimal["cid"] == 999 and minimal["reason"] == "Stale Connection"

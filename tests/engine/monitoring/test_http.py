@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import socket
 from typing import Any
 
 import pytest
@@ -87,7 +88,7 @@ async def test_request_counts_reach_varz(node: Server, http: Any) -> None:
 
 async def test_keep_alive_and_pipelining(node: Server, http: Any) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", node.http_port)
-    # Two pipelined requests in one write, the second with a body to skip, split oddly.
+    # Three pipelined requests, the second with a body to skip, split at an odd place.
     data = (
         b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
         b"POST /varz?x=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
@@ -167,3 +168,23 @@ async def test_fixed_port_in_use_fails_start(start: Any) -> None:
     first = await start()
     with pytest.raises(OSError):
         await start(http_port=first.http_port)
+
+
+async def test_pipelined_flood_is_answered_in_order(node: Server, http: Any) -> None:
+    """More answers than the socket buffers hold: answering pauses, then resumes."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", node.http_port))
+    sock.setblocking(False)
+    reader, writer = await asyncio.open_connection(sock=sock)
+    count = 5000  # ~10 MB of answers, well past what the kernel buffers
+    writer.write(b"GET /varz HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n" * (count // 2))
+    await writer.drain()
+    await asyncio.sleep(0.2)  # let the server fill the buffers and pause
+    for i in range(count):
+        response = await http.read_response(reader)
+        if i % 2:
+            assert response.body == b'{"status":"ok"}', i
+        else:
+            assert response.body.startswith(b'{\n  "server_id"'), i
+    writer.close()

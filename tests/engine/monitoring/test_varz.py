@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import time
 from types import SimpleNamespace
 from typing import Any
 
 from headwater.server.config.settings import AuthSettings, JetStreamSettings
+from headwater.server.monitoring.usage import CpuSampler
 from headwater.server.monitoring.varz import jetstream_varz, varz
 from headwater.server.node import ADVERTISED_VERSION, Server
 from support.wire import WireClient
@@ -117,7 +119,7 @@ async def test_jetstream_section_from_settings(start: Any, tmp_path: Any) -> Non
     srv.jetstream = SimpleNamespace()  # type: ignore[attr-defined]
     config = jetstream_varz(srv)["config"]
     assert config["max_memory"] == 1 << 30
-    assert config["store_dir"] == str(tmp_path)
+    assert config["store_dir"] == str(tmp_path / "jetstream")
     assert config["sync_interval"] == 120 * 10**9
     # -1 resolves the way nats-server resolves it: 75% of the free space.
     assert config["max_storage"] > 0
@@ -132,3 +134,16 @@ async def test_jetstream_automatic_limits_and_sync_always(start: Any, tmp_path: 
     assert config["max_storage"] > 0
     assert config["sync_always"] is True
     assert "sync_interval" not in config
+
+
+async def test_cpu_percent_follows_the_process_load() -> None:
+    sampler = CpuSampler()
+    assert sampler.percent() == 0  # too soon after the baseline to say
+    deadline = time.monotonic() + 0.3
+    while time.monotonic() < deadline:
+        sum(range(1000))
+    busy = sampler.percent()
+    assert busy > 20, busy
+    await asyncio.sleep(0.3)
+    idle = sampler.percent()
+    assert idle < busy, (idle, busy)

@@ -56,6 +56,7 @@ class InternalClient:
     ) -> None:
         self.in_msgs += 1
         self.in_bytes += len(payload) + (len(hdr) if hdr is not None else 0)
+        sub.delivered += 1
         assert sub.callback is not None
         sub.callback(sub, subject, reply, hdr, payload)
 

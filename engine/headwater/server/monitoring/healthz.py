@@ -53,11 +53,9 @@ def healthz(server: Server, options: HealthzOptions | None = None) -> tuple[int,
         return NOT_READY, _error("error", "server is not ready for client connections")
     if opts.js_server_only or not server.settings.jetstream.enabled:
         return OK, {"status": "ok"}
-    if not hasattr(server, "jetstream"):
-        # No JetStream service has registered itself; there is nothing more to ask.
-        return OK, {"status": "ok"}
-    js = getattr(server, "jetstream", None)
+    js = server.jetstream
     if js is None:
+        # JetStream is configured but its service is not running (failed or not started).
         return UNAVAILABLE, _error("unavailable", JS_NOT_ENABLED)
     if opts.js_enabled_only:
         return OK, {"status": "ok"}

@@ -149,13 +149,12 @@ class MonitoringService:
         return status, JSON, orjson.dumps(body)
 
     def _prometheus(self, query: Query) -> Response:
+        # Imported on first use: prometheus_client costs start-up time nobody else needs.
+        from headwater.server.monitoring import metrics
+
         if self._metrics is None:
-            from headwater.server.monitoring.metrics import MetricsEndpoint
-
-            self._metrics = MetricsEndpoint(self.server)
-        from headwater.server.monitoring.metrics import CONTENT_TYPE
-
-        return 200, CONTENT_TYPE, self._metrics.render()
+            self._metrics = metrics.MetricsEndpoint(self.server)
+        return 200, metrics.CONTENT_TYPE, self._metrics.render()
 
 
 class _HttpConnection(asyncio.Protocol):
@@ -167,6 +166,7 @@ class _HttpConnection(asyncio.Protocol):
         self.buffer = bytearray()
         self.discard = 0  # body bytes of the current request still to skip
         self.closing = False
+        self.paused = False  # the transport's buffer is full: answer nothing more for now
         self.idle: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -181,21 +181,28 @@ class _HttpConnection(asyncio.Protocol):
             self.idle.cancel()
 
     def pause_writing(self) -> None:
-        # A client that pipelines requests without reading answers gets no more answers
-        # until it reads: stop reading its requests.
+        # A client that pipelines requests without reading the answers gets no more answers
+        # until it reads: stop answering, and stop reading its requests.
+        self.paused = True
         if self.transport is not None:
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
+        self.paused = False
         if self.transport is not None and not self.closing:
             self.transport.resume_reading()
+            self._process()
 
     def data_received(self, data: bytes) -> None:
         if self.closing:
             return
         self._arm_idle()
         self.buffer += data
-        while not self.closing:
+        self._process()
+
+    def _process(self) -> None:
+        """Answer every complete request in the buffer, unless paused or closing."""
+        while not self.closing and not self.paused:
             if self.discard:
                 skipped = min(self.discard, len(self.buffer))
                 del self.buffer[:skipped]

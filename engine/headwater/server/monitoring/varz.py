@@ -10,7 +10,6 @@ nodes, MQTT, websocket) are the empty objects nats-server shows when they are no
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -114,7 +113,8 @@ def jetstream_varz(server: Server) -> dict[str, Any]:
     The JetStream service, once running, is ``server.jetstream``. If it offers ``varz()`` its
     answer (nats-server's ``{"config": ..., "stats": ...}`` shape) is used as is; otherwise the
     config part is derived from the settings, resolving the "-1 = automatic" limits the way
-    nats-server does (75% of physical memory, 75% of the free space under the store dir).
+    nats-server does (75% of physical memory, 75% of the free space under the store dir) and
+    reporting the store dir as nats-server does, with its ``jetstream`` subdirectory.
     """
     js = getattr(server, "jetstream", None)
     if js is None:
@@ -124,12 +124,11 @@ def jetstream_varz(server: Server) -> dict[str, Any]:
         section = describe()
         if isinstance(section, dict):
             return section
+    # Only reached with JetStream running, when its modules are loaded anyway.
+    from headwater.server.jetstream import layout
+
     cfg = server.settings.jetstream
-    store_dir = str(
-        getattr(js, "store_dir", "")
-        or cfg.store_dir
-        or os.path.join(tempfile.gettempdir(), "nats", "jetstream")
-    )
+    store_dir = str(getattr(js, "store_dir", "") or layout.jetstream_root(cfg.store_dir))
     config: dict[str, Any] = {
         "max_memory": cfg.max_memory_store if cfg.max_memory_store >= 0 else _auto_memory(),
         "max_storage": (
