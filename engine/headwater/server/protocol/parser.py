@@ -59,15 +59,29 @@ def _parse_int(raw: bytes) -> int:
 class Parser:
     """Incremental parser; call :meth:`feed` with each chunk read from the socket."""
 
-    __slots__ = ("_buf", "_max_control_line", "_max_payload", "_pending", "_scanned")
+    __slots__ = (
+        "_buf",
+        "_max_control_line",
+        "_max_payload",
+        "_need",
+        "_pending",
+        "_pub_memo",
+        "_scanned",
+    )
+
+    #: Distinct PUB control lines remembered per connection. Publishers repeat the same line
+    #: (same subject, same size), and skipping split/decode/int for it halves the parse cost.
+    PUB_MEMO_SIZE = 256
 
     def __init__(self, max_control_line: int = 4096, max_payload: int = 1024 * 1024) -> None:
         self._buf = bytearray()
         self._scanned = 0  # bytes of an unfinished control line already searched for '\n'
+        self._need = 0  # bytes the buffer must reach before parsing can make progress
         self._max_control_line = max_control_line
         self._max_payload = max_payload
         # (subject, reply, header_size, total_size) of a PUB/HPUB awaiting its payload.
         self._pending: tuple[str, str, int, int] | None = None
+        self._pub_memo: dict[bytes, tuple[str, str, int, int]] = {}
 
     @property
     def buffered(self) -> int:
@@ -76,71 +90,84 @@ class Parser:
 
     def set_max_payload(self, max_payload: int) -> None:
         self._max_payload = max_payload
+        self._pub_memo.clear()
 
     def feed(self, data: bytes) -> list[Op]:
         """Add ``data`` and return every operation it completes, in order."""
         buf = self._buf
         if buf:
             buf += data
-            view: bytes | bytearray = buf
+            if len(buf) < self._need:
+                # A large payload still arriving: don't copy or rescan until it is complete.
+                return []
+            view = bytes(buf)
+            self._buf = bytearray()
         else:
             view = data
+        self._need = 0
         ops: list[Op] = []
+        append = ops.append
         pos = 0
         end = len(view)
+        find = view.find
         try:
             while pos < end:
                 pending = self._pending
-                if pending is not None:
-                    total = pending[3]
-                    stop = pos + total
-                    if stop + 2 > end:
+                if pending is None:
+                    nl = find(b"\n", pos + self._scanned)
+                    if nl < 0:
+                        if end - pos > self._max_control_line:
+                            raise ProtocolError(ERR_MAX_CONTROL_LINE)
+                        self._scanned = end - pos
                         break
-                    if view[stop : stop + 2] != b"\r\n":
-                        raise ProtocolError(ERR_UNKNOWN_OP, "payload longer than its declared size")
-                    hsize = pending[2]
-                    if hsize < 0:
-                        ops.append((PUB, pending[0], pending[1], None, bytes(view[pos:stop])))
-                    else:
-                        mid = pos + hsize
-                        ops.append(
-                            (
-                                PUB,
-                                pending[0],
-                                pending[1],
-                                bytes(view[pos:mid]),
-                                bytes(view[mid:stop]),
-                            )
-                        )
-                    self._pending = None
-                    pos = stop + 2
-                    continue
-                nl = view.find(b"\n", pos + self._scanned if pos == 0 else pos)
-                if nl < 0:
-                    if end - pos > self._max_control_line:
+                    self._scanned = 0
+                    line_end = nl - 1 if nl > pos and view[nl - 1] == 13 else nl
+                    if line_end - pos > self._max_control_line:
                         raise ProtocolError(ERR_MAX_CONTROL_LINE)
-                    self._scanned = end - pos
+                    if view.startswith(b"PUB ", pos):
+                        key = view[pos + 4 : line_end]
+                        pending = self._pub_memo.get(key)
+                        if pending is None:
+                            pending = self._start_pub(key.split(), headers=False)
+                            if len(self._pub_memo) >= self.PUB_MEMO_SIZE:
+                                self._pub_memo.clear()
+                            self._pub_memo[key] = pending
+                    else:
+                        op = self._control_line(view[pos:line_end])
+                        if op is not None:
+                            if op[0] != PUB:
+                                append(op)
+                                pos = nl + 1
+                                continue
+                            pending = op[1]
+                        else:
+                            pos = nl + 1
+                            continue
+                    pos = nl + 1
+                total = pending[3]
+                stop = pos + total
+                if stop + 2 > end:
+                    self._pending = pending
+                    self._need = stop + 2 - pos
                     break
-                self._scanned = 0
-                line_end = nl - 1 if nl > pos and view[nl - 1] == 13 else nl
-                if line_end - pos > self._max_control_line:
-                    raise ProtocolError(ERR_MAX_CONTROL_LINE)
-                line = bytes(view[pos:line_end])
-                pos = nl + 1
-                op = self._control_line(line)
-                if op is not None:
-                    ops.append(op)
+                if view[stop] != 13 or view[stop + 1] != 10:
+                    raise ProtocolError(ERR_UNKNOWN_OP, "payload longer than its declared size")
+                hsize = pending[2]
+                if hsize < 0:
+                    append((PUB, pending[0], pending[1], None, view[pos:stop]))
+                else:
+                    mid = pos + hsize
+                    append((PUB, pending[0], pending[1], view[pos:mid], view[mid:stop]))
+                self._pending = None
+                pos = stop + 2
         except ProtocolError:
             self._buf = bytearray()
             self._pending = None
+            self._need = 0
+            self._scanned = 0
             raise
-        if pos >= end:
-            if buf:
-                self._buf = bytearray()
-        elif buf:
-            del buf[:pos]
-        else:
-            self._buf = bytearray(view[pos:])
+        if pos < end:
+            self._buf = bytearray(view[pos:] if pos else view)
         return ops
 
     def _control_line(self, line: bytes) -> Op | None:
@@ -150,11 +177,9 @@ class Parser:
             return self._control_line(line.lstrip(b" \t"))
         verb = verb.upper().rstrip(b"\t")
         if verb == b"PUB":
-            self._start_pub(rest.split(), headers=False)
-            return None
+            return (PUB, self._start_pub(rest.split(), headers=False))
         if verb == b"HPUB":
-            self._start_pub(rest.split(), headers=True)
-            return None
+            return (PUB, self._start_pub(rest.split(), headers=True))
         if verb == b"SUB":
             return self._sub(rest.split())
         if verb == b"PING":
@@ -170,7 +195,8 @@ class Parser:
             return None
         raise ProtocolError(ERR_UNKNOWN_OP, f"unknown operation {verb[:32]!r}")
 
-    def _start_pub(self, args: list[bytes], headers: bool) -> None:
+    def _start_pub(self, args: list[bytes], headers: bool) -> tuple[str, str, int, int]:
+        """(subject, reply, header size or -1, total size) of a PUB/HPUB control line."""
         want = 3 if headers else 2
         if len(args) == want:
             subject, reply = args[0], b""
@@ -185,7 +211,7 @@ class Parser:
         if total > self._max_payload:
             raise ProtocolError(ERR_MAX_PAYLOAD)
         try:
-            self._pending = (subject.decode(), reply.decode(), hsize, total)
+            return (subject.decode(), reply.decode(), hsize, total)
         except UnicodeDecodeError as exc:
             raise ProtocolError(None, "subject is not UTF-8") from exc
 
