@@ -85,12 +85,15 @@ class IndexedStore(ABC):
     def _read(self, seq: int, loc: Any) -> StoredMsg | None:
         """Load a live message; None if its record turned out corrupt (already reported)."""
 
+    @abstractmethod
     def _removed(self, seq: int, size: int, loc: Any, erase: bool) -> None:
         """Record that ``seq`` is gone (after the index dropped it)."""
 
+    @abstractmethod
     def _floor(self) -> None:
         """Record the index's new ``first``/``last`` after a bulk drop or a skip."""
 
+    @abstractmethod
     def _after_write(self) -> None:
         """Called at the end of every ``store_msg`` (sync policy hooks)."""
 

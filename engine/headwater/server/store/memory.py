@@ -32,6 +32,15 @@ class MemoryStore(IndexedStore):
     def _read(self, seq: int, loc: Any) -> StoredMsg | None:
         return loc  # type: ignore[no-any-return]
 
+    def _removed(self, seq: int, size: int, loc: Any, erase: bool) -> None:
+        """The index already dropped its reference to the message; nothing else holds it."""
+
+    def _floor(self) -> None:
+        """Sequence floors live only in the index."""
+
+    def _after_write(self) -> None:
+        """No sync policy applies to memory."""
+
     async def durable(self) -> None:
         """Nothing to wait for: memory streams are never durable."""
 

@@ -36,7 +36,19 @@ class SeqIndex:
     """Per-sequence arrays plus the subject table. ``loc`` holds the file offset (file store)
     or the ``StoredMsg`` itself (memory store)."""
 
-    __slots__ = ("base", "bytes", "first", "last", "live", "loc", "msgs", "sid", "size", "subjects", "ts")
+    __slots__ = (
+        "base",
+        "bytes",
+        "first",
+        "last",
+        "live",
+        "loc",
+        "msgs",
+        "sid",
+        "size",
+        "subjects",
+        "ts",
+    )
 
     def __init__(self, first_seq: int, objects: bool) -> None:
         self.base = first_seq
@@ -359,7 +371,9 @@ class SeqIndex:
             return len(st.ids) if ids is None else len(ids)
         return sum(1 for x in it if st.last[x] >= start and self.last_of(x) >= start)
 
-    def matching_seqs(self, ids: set[int] | None, lo_seq: int, hi_seq: int, limit: int) -> list[int]:
+    def matching_seqs(
+        self, ids: set[int] | None, lo_seq: int, hi_seq: int, limit: int
+    ) -> list[int]:
         """Up to ``limit`` live sequences in [lo_seq, hi_seq] matching ``ids``, ascending."""
         out: list[int] = []
         lo_seq = max(lo_seq, self.first)

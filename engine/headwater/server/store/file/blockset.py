@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import zlib
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from headwater.server.store.file.blocks import (
@@ -60,6 +61,8 @@ class SyncJob:
     dir_path: str | None
     retired: list[int]
     rewrites: list[Rewrite] = field(default_factory=list)
+    resync: list[Block | DeleteLog] = field(default_factory=list)
+    """Files whose ``unsynced`` flag this job cleared (set again if it fails)."""
 
     def run(self) -> None:
         io = self.blocks.io
@@ -76,6 +79,8 @@ class SyncJob:
 
     def abort(self) -> None:
         bs = self.blocks
+        for f in self.resync:
+            f.unsynced = True
         bs.retired.extend(self.retired)
         if self.dir_path is not None:
             bs.dir_dirty = True
@@ -86,7 +91,9 @@ class SyncJob:
 
 
 class BlockSet:
-    def __init__(self, io: FileIO, directory: str, block_size: int, compress: bool, idx: SeqIndex) -> None:
+    def __init__(
+        self, io: FileIO, directory: str, block_size: int, compress: bool, idx: SeqIndex
+    ) -> None:
         self.io = io
         self.dir = directory
         self.block_size = block_size
@@ -100,6 +107,8 @@ class BlockSet:
         self.dir_dirty = False
         self.rewrites: dict[int, Rewrite] = {}
         self._patch_fds: dict[int, int] = {}
+        self.on_rewrite: Callable[[], None] = lambda: None
+        """Called when a rewrite is scheduled: the store makes sure a sync round follows."""
 
     # ------------------------------------------------------------------ set-up
 
@@ -115,6 +124,9 @@ class BlockSet:
             self._new_block(last.index + 1 if last else 1)
         for blk in [b for b in self.blocks if b is not self.active and b.live == 0]:
             self.drop(blk)
+        if self.compress:  # sealed before a crash cut their packing short
+            for blk in [b for b in self.blocks if b is not self.active and not b.packed]:
+                self.schedule_rewrite(blk, pack_block(self.reader.raw(blk)), B_S2, blk.raw_size)
 
     def _refresh(self) -> None:
         self._firsts = [b.first for b in self.blocks]
@@ -174,7 +186,11 @@ class BlockSet:
             return
         if blk.live == 0:
             self.drop(blk)
-        elif (
+        else:
+            self._maybe_compact(blk)
+
+    def _maybe_compact(self, blk: Block) -> None:
+        if (
             2 * blk.live_bytes < blk.total_bytes
             and blk.first > self.idx.first  # the head block empties from the front anyway
             and blk.index not in self.rewrites
@@ -201,6 +217,8 @@ class BlockSet:
         for blk in [b for b in self.blocks if b is not self.active and b.last < first]:
             self.drop(blk)
         for blk in self.blocks:
+            if blk.first >= first:
+                break  # blocks at or after the new first lost nothing
             self.recount(blk)
         for blk in [b for b in self.blocks if b is not self.active and b.live == 0]:
             self.drop(blk)
@@ -242,6 +260,8 @@ class BlockSet:
             fd = self._patch_fds.get(blk.index, -1)
             if fd < 0:
                 fd = self._patch_fds[blk.index] = self.io.open_rw(blk.path)
+        else:
+            blk.unsynced = True
         self.io.pwrite(fd, new, off)
         blk.crc_ok = False
 
@@ -284,7 +304,10 @@ class BlockSet:
         fd = self.io.open_rw(tmp, truncate=True)
         self.io.pwrite(fd, content, 0)
         crc = zlib.crc32(content)
-        self.rewrites[blk.index] = Rewrite(blk, tmp, fd, len(content), crc, flags, raw_size, locs, total_bytes)
+        self.rewrites[blk.index] = Rewrite(
+            blk, tmp, fd, len(content), crc, flags, raw_size, locs, total_bytes
+        )
+        self.on_rewrite()
 
     def complete_rewrite(self, rw: Rewrite) -> None:
         """After an fsync covered ``rw.tmp``: rename it over the block."""
@@ -310,6 +333,8 @@ class BlockSet:
             for seq, off in rw.locs:
                 if idx.is_live(seq):
                     idx.loc[seq - idx.base] = off
+        if blk is not self.active and blk in self.blocks:
+            self._maybe_compact(blk)  # removals that raced the rewrite may call for another
 
     def _cancel_rewrite(self, blk: Block) -> None:
         rw = self.rewrites.pop(blk.index, None)
@@ -335,10 +360,15 @@ class BlockSet:
         rewrites = [rw for rw in self.rewrites.values() if not rw.in_flight]
         for rw in rewrites:
             rw.in_flight = True
-        fds = [self.active.fd, log.fd, *retired, *(rw.fd for rw in rewrites)]
+        # Only files that changed since the last round are fsynced: usually just one.
+        resync: list[Block | DeleteLog] = [f for f in (self.active, log) if f.unsynced]
+        for f in resync:
+            f.unsynced = False
+        fds = [f.fd for f in resync]
+        fds += [*retired, *(rw.fd for rw in rewrites)]
         dir_path = self.dir if self.dir_dirty else None
         self.dir_dirty = False
-        return SyncJob(self, fds, dir_path, retired, rewrites)
+        return SyncJob(self, fds, dir_path, retired, rewrites, resync)
 
     @property
     def pending(self) -> bool:
@@ -365,12 +395,7 @@ class BlockSet:
             if not b.crc_ok:
                 b.crc = zlib.crc32(self.io.read_file(b.path)[: b.disk_size])
                 b.crc_ok = True
-            out.append(
-                SnapshotBlock(
-                    b.index, b.first, b.last, b.flags, b.disk_size, b.raw_size, b.crc,
-                    b.live, b.live_bytes, b.total_bytes,
-                )
-            )
+            out.append(SnapshotBlock(b.index, b.fields()))
         return out
 
     # ------------------------------------------------------------------ invariants

@@ -68,6 +68,8 @@ class DeleteLog:
         self.size = 0
         """Bytes in the file (flushed)."""
         self.entries = 0
+        self.unsynced = False
+        """Bytes reached the file since the last fsync was prepared."""
         self._buf = bytearray()
         self._run: tuple[int, int] | None = None
 
@@ -117,12 +119,16 @@ class DeleteLog:
             self._io.pwrite(self.fd, self._buf, self.size)
             self.size += len(self._buf)
             self._buf = bytearray()
+            self.unsynced = True
 
     def rewrite(self, first: int, last: int, last_ts: int, dead: Iterable[tuple[int, int]]) -> None:
         """Replace the log with FLOOR + ``dead`` ranges under a new generation (atomic)."""
         self._run = None
         self._buf = bytearray()
-        parts = [LOG_HEADER.pack(LOG_MAGIC, self.generation + 1), _entry(FLOOR, first, last, last_ts)]
+        parts = [
+            LOG_HEADER.pack(LOG_MAGIC, self.generation + 1),
+            _entry(FLOOR, first, last, last_ts),
+        ]
         parts.extend(_entry(DEL, a, b, 0) for a, b in dead)
         content = b"".join(parts)
         if self.fd >= 0:

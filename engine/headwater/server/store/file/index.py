@@ -50,15 +50,9 @@ _BYTEARRAYS = ("live", "subj_flags")
 
 class SnapshotBlock(msgspec.Struct, array_like=True):
     index: int
-    first: int
-    last: int
-    flags: int
-    disk_size: int
-    raw_size: int
-    crc: int
-    live: int
-    live_bytes: int
-    total_bytes: int
+    fields: tuple[int, ...]
+    """``Block.fields()``: first, last, flags, disk_size, raw_size, crc, live, live_bytes,
+    total_bytes."""
 
 
 class SnapshotHeader(msgspec.Struct):

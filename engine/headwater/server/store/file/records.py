@@ -124,7 +124,9 @@ class RecordCodec:
             raise CorruptRecord("bad record lengths")
         return head
 
-    def payload(self, buf: bytes | memoryview, off: int, head: RecordHead) -> tuple[bytes, bytes, bytes]:
+    def payload(
+        self, buf: bytes | memoryview, off: int, head: RecordHead
+    ) -> tuple[bytes, bytes, bytes]:
         """``(subject, hdr, data)`` of a checked record; raises ``CorruptRecord``."""
         start = off + HEADER_SIZE
         stop = off + head.rec_len - 4

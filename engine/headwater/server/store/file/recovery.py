@@ -17,7 +17,9 @@ from __future__ import annotations
 import os
 import re
 import zlib
+from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from headwater.server.store.base import RecoveryReport
 from headwater.server.store.file.blocks import (
@@ -33,19 +35,16 @@ from headwater.server.store.file.dellog import DEL, LOG_NAME, parse_log
 from headwater.server.store.file.fileio import FileIO
 from headwater.server.store.file.index import SNAP_NAME, decode_snapshot
 from headwater.server.store.file.records import (
-    CRC,
-    F_ENCRYPTED,
     F_ERASED,
     HEADER,
     HEADER_SIZE,
     MAGIC,
-    NONCE,
     OVERHEAD,
-    TAG,
     CorruptRecord,
     RecordCodec,
 )
-from headwater.server.store.seqindex import SeqIndex
+from headwater.server.store.seqindex import DEAD, SeqIndex
+from headwater.server.store.subjects import LAST_STALE
 
 _BLOCK_RE = re.compile(r"^(\d{8})\.blk$")
 
@@ -61,30 +60,93 @@ class Recovered:
     log_valid: int = 0
 
 
-class _Builder:
-    """Feeds scanned records, in sequence order, into a ``SeqIndex``."""
+class BulkLoader:
+    """Appends many messages in sequence order (recovery scans) about twice as fast as
+    ``SeqIndex.append``: subjects arrive as raw bytes, and per-subject counts are settled once
+    in ``finish()`` with a C-speed ``Counter`` pass instead of per message."""
 
-    def __init__(self, rec: Recovered) -> None:
-        self.rec = rec
-        self.names: dict[bytes, str] = {}
+    def __init__(self, idx: SeqIndex) -> None:
+        self.idx = idx
+        self._ids: dict[bytes, int] = {}
+        self._last: dict[int, int] = {}
+        self._start = len(idx.live)
+        self._n = 0
+        self._bytes = 0
+        self._bind()
 
-    def add(self, seq: int, ts: int, ttl: int, subject: bytes, size: int, off: int) -> bool:
-        idx = self.rec.idx
-        if seq <= idx.last:
-            return False  # out of order: not a record we wrote here
-        if seq > idx.last + 1:
+    def _bind(self) -> None:
+        idx = self.idx
+        self._live = idx.live.append
+        self._sid = idx.sid.append
+        self._ts = idx.ts.append
+        self._size = idx.size.append
+        self._loc = idx.loc.append
+
+    def appenders(self) -> tuple[Any, Any, Any, Any, Any]:
+        """Bound ``append`` of the live/sid/ts/size/loc arrays (valid until the next ``add``)."""
+        return self._live, self._sid, self._ts, self._size, self._loc
+
+    def count(self, n: int, nbytes: int) -> None:
+        """Account ``n`` messages (``nbytes``) appended directly through ``appenders()``."""
+        self._n += n
+        self._bytes += nbytes
+
+    def subject_id(self, subject: bytes, seq: int) -> int:
+        """Id for a raw subject first seen at ``seq`` (interned on first sight)."""
+        name = subject.decode()
+        st = self.idx.subjects
+        x = st.ids.get(name)
+        if x is None:
+            x = st.intern(name, seq)
+        self._ids[subject] = x
+        return x
+
+    def _settle_totals(self) -> None:
+        self.idx.msgs += self._n
+        self.idx.bytes += self._bytes
+        self._n = self._bytes = 0
+
+    def add(self, seq: int, ts: int, subject: bytes, size: int, loc: Any) -> bool:
+        """Append message ``seq``; False (and nothing appended) if it is not after ``last``."""
+        idx = self.idx
+        if seq != idx.last + 1:
+            if seq <= idx.last:
+                return False
+            self._settle_totals()
             idx.skip(seq - idx.last - 1, ts)
-        name = self.names.get(subject)
-        if name is None:
-            name = self.names[subject] = subject.decode()
-        idx.append(seq, name, ts, size, off)
-        if ttl > 0:
-            self.rec.ttl[seq] = ts + ttl
-        elif ttl < 0:
-            self.rec.never.add(seq)
-        if ts > self.rec.last_ts:
-            self.rec.last_ts = ts
+        if idx.msgs == 0 and self._n == 0:
+            idx._reset_arrays(seq)
+            idx.first = seq
+            self._start = 0
+            self._bind()
+        x = self._ids.get(subject)
+        if x is None:
+            x = self.subject_id(subject, seq)
+        self._live(1)
+        self._sid(x)
+        self._ts(ts)
+        self._size(size)
+        self._loc(loc)
+        self._last[x] = seq
+        idx.last = seq
+        self._n += 1
+        self._bytes += size
         return True
+
+    def finish(self) -> None:
+        """Settle message totals and per-subject counts/last for everything added."""
+        self._settle_totals()
+        idx = self.idx
+        st = idx.subjects
+        counts = Counter(idx.sid[self._start :])
+        counts.pop(DEAD, None)
+        for x, c in counts.items():
+            st.count[x] += c
+            st.last[x] = self._last[x]
+            st.flags[x] &= ~LAST_STALE
+        self._ids.clear()
+        self._last.clear()
+        self._start = len(idx.live)
 
 
 def _valid_at(raw: bytes, off: int, end: int) -> bool:
@@ -95,47 +157,111 @@ def _valid_at(raw: bytes, off: int, end: int) -> bool:
     return True
 
 
+CRC_RESIDUE = 0x2144DF1C
+"""CRC-32 of any data followed by its own little-endian CRC-32: one call checks a record."""
+
+
 def scan_records(
-    raw: bytes, start: int, codec: RecordCodec, builder: _Builder, block: Block, report: RecoveryReport
+    raw: bytes,
+    start: int,
+    codec: RecordCodec,
+    loader: BulkLoader,
+    rec: Recovered,
+    block: Block,
+    report: RecoveryReport,
 ) -> int:
-    """Index the records of ``raw`` from ``start``; returns where valid data ends."""
+    """Index the records of ``raw`` from ``start``; returns where valid data ends.
+
+    The hot loop appends straight to the index arrays (``loader.appenders()``) and keeps block
+    and loader counters in locals: this loop is most of a 2M-message restart without snapshot.
+    """
     unpack = HEADER.unpack_from
-    crc_of = CRC.unpack_from
     crc32 = zlib.crc32
     view = memoryview(raw)
     end = len(raw)
     off = start
-    add = builder.add
+    idx = loader.idx
+    ids_get = loader._ids.get
+    lasts = loader._last
+    live_app, sid_app, ts_app, size_app, loc_app = loader.appenders()
+    fast = idx.msgs > 0 or loader._n > 0
+    last = idx.last
+    n = nbytes = total = 0
+    last_ts = rec.last_ts
+    bfirst, blast = block.first, block.last
+    ttls, never = rec.ttl, rec.never
+    # Module constants as locals: this loop runs once per record on a restart without snapshot.
+    magic_ok, overhead, hsize, residue = MAGIC, OVERHEAD, HEADER_SIZE, CRC_RESIDUE
     while off < end:
-        if end - off >= OVERHEAD:
+        if end - off >= overhead:
             magic, flags, rec_len, seq, ts, ttl, slen, hlen = unpack(raw, off)
-            stop = off + rec_len - 4
             if (
-                magic == MAGIC
-                and rec_len >= OVERHEAD
-                and stop + 4 <= end
-                and crc32(view[off:stop]) == crc_of(raw, stop)[0]
+                magic == magic_ok
+                and rec_len >= overhead
+                and off + rec_len <= end
+                and crc32(view[off : off + rec_len]) == residue
             ):
-                if not flags & F_ERASED:
-                    extra = NONCE + TAG if flags & F_ENCRYPTED else 0
-                    dlen = rec_len - OVERHEAD - extra - slen - hlen
-                    size = 30 + slen + dlen + (4 + hlen if hlen else 0)
-                    if flags & F_ENCRYPTED:
+                if flags:
+                    if flags & F_ERASED:
+                        off += rec_len
+                        continue
+                    try:  # encrypted: the subject is inside the sealed payload
                         head = RecordCodec.head(raw, off, end)
-                        try:
-                            subject = codec.payload(raw, off, head)[0]
-                        except CorruptRecord:
-                            subject = b""
-                            dlen = -1
-                    else:
-                        subject = raw[off + HEADER_SIZE : off + HEADER_SIZE + slen]
-                    if dlen >= 0 and add(seq, ts, ttl, subject, size, off):
-                        block.total_bytes += size
-                        if block.last < block.first:
-                            block.first = seq
-                        block.last = seq
+                        subject = codec.payload(raw, off, head)[0]
+                        size = head.accounted_size() if head.data_len() >= 0 else -1
+                    except CorruptRecord:
+                        size = -1
+                elif rec_len - overhead - slen - hlen >= 0:
+                    subject = raw[off + hsize : off + hsize + slen]
+                    # = 30 + slen + data_len (+ 4 + hlen with headers): the reference's size
+                    size = rec_len - 10 if hlen else rec_len - 14
+                else:
+                    size = -1
+                if size < 0:
+                    _bad(report, block, seq)
+                elif fast and seq == last + 1:
+                    x = ids_get(subject)
+                    if x is None:
+                        x = loader.subject_id(subject, seq)
+                    live_app(1)
+                    sid_app(x)
+                    ts_app(ts)
+                    size_app(size)
+                    loc_app(off)
+                    lasts[x] = seq
+                    last = seq
+                    n += 1
+                    nbytes += size
+                    total += size
+                    if blast < bfirst:
+                        bfirst = seq
+                    blast = seq
+                    last_ts = ts
+                    if ttl:
+                        if ttl > 0:
+                            ttls[seq] = ts + ttl
+                        else:
+                            never.add(seq)
+                else:
+                    idx.last = last
+                    loader.count(n, nbytes)
+                    n = nbytes = 0
+                    if loader.add(seq, ts, subject, size, off):
+                        total += size
+                        if blast < bfirst:
+                            bfirst = seq
+                        blast = seq
+                        last_ts = max(last_ts, ts)
+                        if ttl:
+                            if ttl > 0:
+                                ttls[seq] = ts + ttl
+                            else:
+                                never.add(seq)
                     else:
                         _bad(report, block, seq)
+                    live_app, sid_app, ts_app, size_app, loc_app = loader.appenders()
+                    last = idx.last
+                    fast = True
                 off += rec_len
                 continue
         # Damaged record: resynchronise on the next magic that starts a valid record.
@@ -147,10 +273,16 @@ def scan_records(
             report.bytes_truncated += end - off
             if block.index not in report.blocks_affected:
                 report.blocks_affected.append(block.index)
-            return off
-        seq_guess = unpack(raw, off)[3] if end - off >= HEADER_SIZE and raw[off : off + 2] == MAGIC else 0
-        _bad(report, block, seq_guess)
+            end = off
+            break
+        plausible = end - off >= HEADER_SIZE and raw[off : off + 2] == MAGIC
+        _bad(report, block, unpack(raw, off)[3] if plausible else 0)
         off = nxt
+    idx.last = last
+    loader.count(n, nbytes)
+    rec.last_ts = max(rec.last_ts, last_ts)
+    block.first, block.last = bfirst, blast
+    block.total_bytes += total
     return end
 
 
@@ -172,7 +304,9 @@ def list_blocks(directory: str) -> list[int]:
 
 
 class Recovery:
-    def __init__(self, io: FileIO, directory: str, codec: RecordCodec, report: RecoveryReport) -> None:
+    def __init__(
+        self, io: FileIO, directory: str, codec: RecordCodec, report: RecoveryReport
+    ) -> None:
         self.io = io
         self.dir = directory
         self.codec = codec
@@ -203,12 +337,13 @@ class Recovery:
 
     def _rebuild(self) -> Recovered:
         rec = Recovered(SeqIndex(1, objects=False), [])
-        builder = _Builder(rec)
+        loader = BulkLoader(rec.idx)
         for index in list_blocks(self.dir):
-            self._scan_block(rec, builder, index)
+            self._scan_block(rec, loader, index)
+        loader.finish()
         return rec
 
-    def _scan_block(self, rec: Recovered, builder: _Builder, index: int) -> None:
+    def _scan_block(self, rec: Recovered, loader: BulkLoader, index: int) -> None:
         """Scan a whole block file into the index and append it to ``rec.blocks``."""
         path = self._path(index)
         content = self.io.read_file(path)
@@ -231,7 +366,7 @@ class Recovery:
                 content = RAW_HEADER + content[BLOCK_HEADER_SIZE:]
                 self._rewrite_head(path, len(content))
             raw = content
-        valid = scan_records(raw, BLOCK_HEADER_SIZE, self.codec, builder, block, self.report)
+        valid = scan_records(raw, BLOCK_HEADER_SIZE, self.codec, loader, rec, block, self.report)
         if valid < len(raw):
             if packed:
                 self.report.blocks_affected.append(index)
@@ -275,18 +410,15 @@ class Recovery:
         for sb in header.blocks:
             bpath = self._path(sb.index)
             if sb.index not in present:
-                missing.append((sb.first, sb.last))  # removed since the snapshot
+                missing.append((sb.fields[0], sb.fields[1]))  # removed since the snapshot
                 continue
+            blk = Block.restore(bpath, sb.index, sb.fields)
             content = self.io.read_file(bpath)
-            is_last = sb.index == known_max
-            grown = len(content) > sb.disk_size
-            if len(content) < sb.disk_size or (grown and (not is_last or sb.flags)):
+            grown = len(content) > blk.disk_size
+            if len(content) < blk.disk_size or (grown and (sb.index != known_max or blk.flags)):
                 return None
-            if zlib.crc32(memoryview(content)[: sb.disk_size]) != sb.crc:
+            if zlib.crc32(memoryview(content)[: blk.disk_size]) != blk.crc:
                 return None
-            blk = Block(sb.index, bpath, sb.first)
-            blk.last, blk.flags, blk.disk_size, blk.raw_size = sb.last, sb.flags, sb.disk_size, sb.raw_size
-            blk.crc, blk.live, blk.live_bytes, blk.total_bytes = sb.crc, sb.live, sb.live_bytes, sb.total_bytes
             blocks.append(blk)
             if grown:
                 tail = (blk, content)
@@ -301,26 +433,27 @@ class Recovery:
         st = idx.subjects
         st.names = header.names
         st.ids = {name: x for x, name in enumerate(header.names) if name is not None}
-        st.count, st.first, st.last = arrays["subj_count"], arrays["subj_first"], arrays["subj_last"]
-        st.flags, st.free = arrays["subj_flags"], header.free
+        st.count, st.first = arrays["subj_count"], arrays["subj_first"]
+        st.last, st.flags, st.free = arrays["subj_last"], arrays["subj_flags"], header.free
         rec = Recovered(idx, blocks, last_ts=header.last_ts)
         rec.ttl = dict(zip(arrays["ttl_seq"], arrays["ttl_exp"], strict=True))
         rec.never = set(arrays["never"])
         for first, last in missing:
             for s in idx.matching_seqs(None, first, last, last - first + 1):
                 idx.remove(s)
-        builder = _Builder(rec)
+        loader = BulkLoader(idx)
         if tail is not None:
-            self._scan_tail(rec, builder, *tail)
+            self._scan_tail(rec, loader, *tail)
         for index in on_disk:
             if index > known_max:
-                self._scan_block(rec, builder, index)
+                self._scan_block(rec, loader, index)
+        loader.finish()
         self.report.used_index = True
         return rec
 
-    def _scan_tail(self, rec: Recovered, builder: _Builder, block: Block, content: bytes) -> None:
+    def _scan_tail(self, rec: Recovered, loader: BulkLoader, block: Block, content: bytes) -> None:
         start = block.disk_size
-        valid = scan_records(content, start, self.codec, builder, block, self.report)
+        valid = scan_records(content, start, self.codec, loader, rec, block, self.report)
         if valid < len(content):
             self.io.truncate(block.path, valid)
             content = content[:valid]

@@ -101,6 +101,7 @@ class FileStore(IndexedStore):
         self._log.open(rec.log_generation, rec.log_valid)
         self._blocks = BlockSet(io, self._dir, cfg.block_size, self._compress, self._idx)
         self._blocks.adopt(rec.blocks)
+        self._blocks.on_rewrite = self._rewrite_scheduled
         for seq in self.recovery_report.corrupt_seqs:
             if self._idx.first <= seq <= self._idx.last and not self._idx.is_live(seq):
                 self._log.delete(seq)
@@ -126,9 +127,9 @@ class FileStore(IndexedStore):
     ) -> Any:
         try:
             record = self._codec.encode(seq, ts, ttl, subject.encode(), hdr, data)
-        except ValueError as exc:
-            raise StoreError(str(exc)) from exc
-        off = self._blocks.append(record, seq, size)
+            off = self._blocks.append(record, seq, size)
+        except (ValueError, OSError) as exc:
+            raise StoreError(f"cannot write message: {exc}") from exc
         self._commit.dirty()
         return off
 
@@ -171,7 +172,8 @@ class FileStore(IndexedStore):
 
     def _lost(self, seq: int, exc: Exception) -> None:
         """A record failed its checks on read: report it and stop indexing it."""
-        log.error("store %s: message %d is corrupt on disk (%s); dropped", self.config.name, seq, exc)
+        name = self.config.name
+        log.error("store %s: message %d is corrupt on disk (%s); dropped", name, seq, exc)
         report = self.recovery_report
         report.records_dropped += 1
         report.corrupt_seqs.append(seq)
@@ -181,8 +183,6 @@ class FileStore(IndexedStore):
         self._log.delete(seq)
         self._commit.dirty()
         self._blocks.removed(seq, size, loc, erase)
-        if self._blocks.rewrites:
-            self._kick()
 
     def _floor(self) -> None:
         idx = self._idx
@@ -190,14 +190,17 @@ class FileStore(IndexedStore):
         self._commit.dirty()
         self._blocks.floor()
 
-    def _kick(self) -> None:
-        """Get pending block rewrites fsynced and renamed without waiting for a publisher."""
+    def _rewrite_scheduled(self) -> None:
+        """Get a block rewrite fsynced and renamed without waiting for a publisher: a
+        background round on the loop, or right away when there is no loop (tools, tests)."""
+        self._commit.dirty()
         try:
-            asyncio.get_running_loop()
+            loop = asyncio.get_running_loop()
         except RuntimeError:
-            self._commit.sync_now()
+            if not self._closed:
+                self._commit.sync_now()
             return
-        self._commit.kick()
+        loop.call_soon(self._commit.kick)
 
     # ------------------------------------------------------------------ durability
 
@@ -205,8 +208,11 @@ class FileStore(IndexedStore):
         return self._blocks.prepare(self._log)
 
     async def durable(self) -> None:
-        if self._policy.mode == "ack" and not self._closed:
-            await self._commit.wait()
+        if self._policy.mode == "ack":
+            try:
+                await self._commit.wait()
+            except OSError as exc:
+                raise StoreError(f"cannot sync to disk: {exc}") from exc
 
     @property
     def fsync_rounds(self) -> int:
@@ -217,17 +223,22 @@ class FileStore(IndexedStore):
         if self._closed:
             return
         self._closed = True
+        self._commit.stop()
         self._shutdown()
+        self._commit.finished()
 
     async def aclose(self) -> None:
         if self._closed:
             return
         self._closed = True
+        self._commit.stop()
         await self._commit.drain()
-        await asyncio.get_running_loop().run_in_executor(None, self._shutdown)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self._shutdown)
+        finally:
+            self._commit.finished()
 
     def _shutdown(self) -> None:
-        self._commit.stop()
         self._commit.sync_now()
         idx = self._idx
         dead = dead_ranges(idx.live, idx.base, idx.first - idx.base, len(idx.live))
@@ -275,6 +286,7 @@ class FileStore(IndexedStore):
             self._commit.stop()
             self._blocks.close()
             self._log.close()
+            self._commit.finished()
         if self._budget is not None:
             self._budget.used -= self._idx.bytes
         self._idx.reset(self._idx.last + 1)

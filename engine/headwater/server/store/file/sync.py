@@ -44,6 +44,10 @@ class GroupCommit:
         """Completed sync rounds (each fsyncs every dirty file once)."""
         self._inflight: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._stopped = False
+        """Set by ``stop()``: no new rounds; the closing store does a final ``sync_now``."""
+        self._final: asyncio.Event | None = None
+        self._final_done = False
 
     def dirty(self) -> None:
         self.written += 1
@@ -56,6 +60,14 @@ class GroupCommit:
         """Return once every change made before the call is durable."""
         target = self.written
         while self.synced < target:
+            if self._stopped:
+                # Closing: the store's final sync covers us; wait for it, not a new round.
+                if self._final_done:
+                    return
+                if self._final is None:
+                    self._final = asyncio.Event()
+                await self._final.wait()
+                return
             if self._inflight is None:
                 self._inflight = asyncio.ensure_future(self._round())
             await asyncio.shield(self._inflight)
@@ -77,7 +89,7 @@ class GroupCommit:
 
     def kick(self) -> None:
         """Start a background round if changes are pending (e.g. a block rewrite waits for one)."""
-        if self._inflight is None and self.synced < self.written:
+        if self._inflight is None and self.synced < self.written and not self._stopped:
             self._inflight = asyncio.ensure_future(self._round())
             self._inflight.add_done_callback(_log_failure)
 
@@ -85,6 +97,12 @@ class GroupCommit:
         """Wait for an in-flight round (before closing files under it)."""
         if self._inflight is not None:
             await asyncio.shield(self._inflight)
+
+    def finished(self) -> None:
+        """The closing store's final sync is done: release waiters (loop thread)."""
+        self._final_done = True
+        if self._final is not None:
+            self._final.set()
 
     def sync_now(self) -> None:
         """A blocking round on the calling thread (close, ``always`` mode, no event loop)."""
@@ -105,7 +123,8 @@ class GroupCommit:
 
         def tick() -> None:
             self.kick()
-            self._timer = loop.call_later(seconds, tick)
+            if not self._stopped:
+                self._timer = loop.call_later(seconds, tick)
 
         self._timer = loop.call_later(seconds, tick)
 
@@ -114,6 +133,7 @@ class GroupCommit:
         return self._timer is not None
 
     def stop(self) -> None:
+        self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
