@@ -14,6 +14,7 @@ import argparse
 import datetime
 import os
 import platform
+import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -24,6 +25,28 @@ from results import Measure
 from servers import nats_server_version, raise_fd_limit
 
 GROUPS = ("core", "latency", "conns")
+
+
+def source_revision() -> str:
+    """The commit measured, marked dirty when the work tree differs from it."""
+    repo = Path(__file__).resolve().parent.parent
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "engine"],
+            cwd=repo,
+            capture_output=True,
+            check=False,
+        ).stdout
+    except OSError:
+        return "unknown"
+    return (rev or "unknown") + (" (engine/ modified)" if dirty else "")
 
 
 def machine_info(plan: scenarios.Plan) -> dict[str, str]:
@@ -43,7 +66,7 @@ def machine_info(plan: scenarios.Plan) -> dict[str, str]:
         "memory": f"{mem_kib / 1024 / 1024:.1f} GiB",
         "kernel": platform.release(),
         "python": platform.python_version(),
-        "headwater": metadata.version("headwater"),
+        "headwater": f"{metadata.version('headwater')} at {source_revision()}",
         "nats_server": nats_server_version(),
         "nats_py": metadata.version("nats-py"),
     }

@@ -7,6 +7,7 @@ ephemeral port), so headwater-server and nats-server are measured under identica
 from __future__ import annotations
 
 import contextlib
+import os
 import resource
 import subprocess
 from collections.abc import Iterator
@@ -57,6 +58,14 @@ def _status_field(pid: int, field: str) -> int:
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     raise RuntimeError(f"/proc/{pid}/status has no {field}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used so far (/proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        # Fields after the ")" that ends the command name; utime and stime are 14th and 15th.
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def raise_fd_limit(wanted: int) -> int:

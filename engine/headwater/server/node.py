@@ -135,23 +135,35 @@ class Server:
         self._stopped.set()
 
     async def enter_lame_duck(self) -> None:
-        """Stop accepting, tell clients (INFO ldm), then close them over the lame-duck window."""
+        """Stop accepting, tell clients (INFO ldm), then close them over the lame-duck window.
+
+        As in nats-server: the INFO goes only to clients that said ``protocol: 1`` (async INFO);
+        with no clients the server stops at once; otherwise it waits the grace period, then
+        spreads the closes over the rest of the duration (at most 1 s apart) and stops right
+        after the last one.
+        """
         if self.lame_duck:
             return
         self.lame_duck = True
         log.info("Entering lame duck mode, stop accepting new clients")
         if self._listener is not None:
             self._listener.close()
+        if not self.clients:
+            await self.shutdown()
+            return
         for client in list(self.clients.values()):
-            client.send(self._ldm_info(client))
+            if client.protocol >= 1:
+                client.send(self._ldm_info(client))
         settings = self.settings
         await asyncio.sleep(settings.lame_duck_grace_period)
-        clients = list(self.clients.values())
-        pause = settings.lame_duck_duration / max(len(clients), 1)
-        for client in clients:
+        log.info("Closing existing clients")
+        clients = list(self.clients.values())  # may be empty: all left during the grace
+        window = settings.lame_duck_duration - settings.lame_duck_grace_period
+        pause = min((window if window > 0 else 1.0) / max(len(clients), 1), 1.0)
+        for i, client in enumerate(clients):
             client.close("Server Shutdown")
-            if pause > 0.001:
-                await asyncio.sleep(min(pause, 1.0))
+            if i + 1 < len(clients) and pause > 0.001:
+                await asyncio.sleep(pause)
         await self.shutdown()
 
     def _ldm_info(self, client: ClientConnection) -> bytes:
@@ -166,9 +178,13 @@ class Server:
         self._cid += 1
         return self._cid
 
+    def has_room(self) -> bool:
+        """Whether one more client fits under max_connections."""
+        return len(self.clients) < self.settings.max_connections
+
     def client_opened(self, client: ClientConnection) -> None:
         self.total_connections += 1
-        if len(self.clients) >= self.settings.max_connections:
+        if not self.has_room():
             client.send_err("maximum connections exceeded")
             client.close("Max Connections")
             return
@@ -203,9 +219,11 @@ class Server:
         if settings.auth.required:
             info["auth_required"] = True
         if self.tls_context is not None:
+            # nats-server omits false flags; tls_available would mean TLS is optional
+            # (allow_non_tls), which it never is here.
             info["tls_required"] = True
-            info["tls_verify"] = settings.tls.verify
-            info["tls_available"] = True
+            if settings.tls.verify:
+                info["tls_verify"] = True
         if self.lame_duck:
             info["ldm"] = True
         return info

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import struct
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +71,8 @@ class ClientConnection(asyncio.Protocol):
         self.lang = ""
         self.version = ""
         self.user = ""
+        self.protocol = 0
+        """CONNECT's ``protocol``: 1 means the client accepts async INFO (e.g. lame duck)."""
         # Statistics for /connz and /varz.
         self.in_msgs = 0
         self.in_bytes = 0
@@ -82,9 +86,14 @@ class ClientConnection(asyncio.Protocol):
         self.pings_out = 0
         self.rtt = 0.0
         self._ping_sent_at = 0.0
+        self._connect_options: dict[str, Any] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self.close_reason = ""
         self._tls_task: asyncio.Task[None] | None = None
+        # While the TLS upgrade runs, the plaintext transport must carry nothing but the
+        # handshake: outbound bytes stay queued and inbound ones are held until it is done.
+        self._tls_upgrading = False
+        self._early_data: list[bytes] = []
 
     # --- transport callbacks -------------------------------------------------------------
 
@@ -95,23 +104,42 @@ class ClientConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername") or ("", 0)
         self.ip, self.port = peer[0], peer[1]
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        info = encoder.info(self.server.client_info(self))
+        upgrade = self.tls_context is not None and self.server.has_room()
+        if not upgrade:
+            # INFO first, even to a client refused for max_connections: nats-server sends
+            # its -ERR after the INFO, and clients read an INFO before anything else.
+            transport.write(info)
         self.server.client_opened(self)
-        transport.write(encoder.info(self.server.client_info(self)))
+        if self.closed:
+            return
         settings = self.server.settings
         loop = asyncio.get_running_loop()
         if settings.auth.required:
             self._arm("auth", settings.auth.timeout, self._auth_timeout)
         # The first PING goes out early so clients learn the RTT soon (nats-server: 2 s).
         self._arm("ping", min(2.0, settings.ping_interval), self._ping_timer)
-        if self.tls_context is not None:
-            self._tls_task = loop.create_task(self._upgrade_tls())
+        if upgrade:
+            self._tls_upgrading = True
+            self._tls_task = loop.create_task(self._upgrade_tls(info))
 
-    async def _upgrade_tls(self) -> None:
+    async def _upgrade_tls(self, info: bytes) -> None:
         """Upgrade after the plaintext INFO, the way NATS clients expect (tls_required)."""
         assert self.transport is not None and self.tls_context is not None
+        # uvloop starts reading right after connection_made, so the INFO is sent only once
+        # reading is paused here: the client's ClientHello, which follows the INFO, can then
+        # reach nothing but the TLS layer that start_tls installs.
         self.transport.pause_reading()
+        self.transport.write(info)
         loop = asyncio.get_running_loop()
         timeout = self.server.settings.tls.timeout
+        # A failed handshake closes the socket without sending OpenSSL's alert. With TLS 1.3
+        # the client already thinks it is connected by then, and a plain FIN after its
+        # CONNECT+PING reads as a clean end of stream (nats-py even reports success). Reset
+        # instead, so a refused client (say, without the certificate --tlsverify demands)
+        # sees an error, as it does from nats-server's alert.
+        sock = self.transport.get_extra_info("socket")
+        _set_reset_on_close(sock, True)
         try:
             new_transport = await asyncio.wait_for(
                 loop.start_tls(self.transport, self, self.tls_context, server_side=True),
@@ -124,13 +152,25 @@ class ClientConnection(asyncio.Protocol):
             return
         if new_transport is None or self.closed:
             return
+        _set_reset_on_close(sock, False)
         self.transport = new_transport
         ssl_obj = new_transport.get_extra_info("ssl_object")
         self.tls_version = ssl_obj.version() if ssl_obj else ""
         new_transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        # The SSL layer hands decrypted data (a client's CONNECT+PING sent right behind its
+        # Finished message) to data_received before start_tls returns; it was held so that
+        # the replies go out encrypted, on the new transport.
+        self._tls_upgrading = False
+        early, self._early_data = self._early_data, []
+        for chunk in early:
+            self.data_received(chunk)
+        self.flush()
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
+            return
+        if self._tls_upgrading:
+            self._early_data.append(data)
             return
         try:
             ops = self.parser.feed(data)
@@ -204,18 +244,24 @@ class ClientConnection(asyncio.Protocol):
             self._on_unsub(op[1], op[2])
         return not self.closed
 
-    def _on_connect(self, options: dict[str, Any]) -> bool:
+    def _on_connect(self, received: dict[str, Any]) -> bool:
         settings = self.server.settings
-        if self.connected and settings.auth.required:
-            # A second CONNECT may not switch identities.
-            return True
+        # nats-server decodes each CONNECT over the options it already holds, so a later
+        # CONNECT changes only the fields it names, and is authenticated again: bad
+        # credentials close the connection, while one naming none keeps the identity it had.
+        options = {**self._connect_options, **received}
+        self._connect_options = options
         user = auth.authenticate(settings.auth, options)
         if user is None:
             self._auth_violation()
             return False
         self.user = user
-        self.verbose = bool(options.get("verbose", False))
-        self.pedantic = bool(options.get("pedantic", False))
+        # Absent flags default to on, as in nats-server (its CONNECT defaults are verbose and
+        # pedantic); every real client sends both explicitly.
+        self.verbose = bool(options.get("verbose", True))
+        self.pedantic = bool(options.get("pedantic", True))
+        protocol = options.get("protocol", 0)
+        self.protocol = protocol if isinstance(protocol, int) else 0
         self.echo = bool(options.get("echo", True))
         self.headers = bool(options.get("headers", False))
         self.no_responders = bool(options.get("no_responders", False))
@@ -276,15 +322,19 @@ class ClientConnection(asyncio.Protocol):
         self.out_msgs += 1
         self.out_bytes += len(payload) + (len(hdr) if hdr is not None else 0)
         self.send(data)
-        if sub.max_msgs:
-            sub.delivered += 1
-            if sub.delivered >= sub.max_msgs:
-                self.remove_sub(sub)
+        sub.delivered += 1
+        if sub.max_msgs and sub.delivered >= sub.max_msgs:
+            self.remove_sub(sub)
 
     def send(self, data: bytes) -> None:
         self.out.append(data)
         self.out_size += len(data)
-        if self.out_size + self._transport_pending() > self.server.settings.max_pending:
+        max_pending = self.server.settings.max_pending
+        if self.out_size + self._transport_pending() > max_pending:
+            # Judge by what the kernel will not take, as nats-server does: a burst queued in
+            # one event-loop turn is not a slow consumer if the socket can absorb it.
+            self.flush()
+        if self.out_size + self._transport_pending() > max_pending:
             self.server.slow_consumers += 1
             log.info("cid:%d Slow Consumer Detected: MaxPending Exceeded", self.cid)
             self.close("Slow Consumer (Pending Bytes)", abort=True)
@@ -298,7 +348,7 @@ class ClientConnection(asyncio.Protocol):
 
     def flush(self) -> None:
         self.flush_scheduled = False
-        if not self.out or self.transport is None or self.closed:
+        if not self.out or self.transport is None or self.closed or self._tls_upgrading:
             return
         out = self.out
         self.out = []
@@ -364,16 +414,26 @@ class ClientConnection(asyncio.Protocol):
         self.close_reason = reason
         for name in list(self._timers):
             self._disarm(name)
+        self.server.client_closed(self)
         for sub in list(self.subs.values()):
             self.server.unsubscribe(sub)
         self.subs.clear()
         self.out.clear()
-        self.server.client_closed(self)
         if self.transport is not None and not already_lost:
             if abort:
                 self.transport.abort()
             else:
                 self.transport.close()
+
+
+def _set_reset_on_close(sock: Any, reset: bool) -> None:
+    """SO_LINGER with a zero timeout: closing the socket sends RST instead of FIN."""
+    if sock is None:
+        return
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", int(reset), 0))
+    except OSError:  # already closed by the peer: nothing left to reset
+        pass
 
 
 def _valid_queue(queue: str) -> bool:

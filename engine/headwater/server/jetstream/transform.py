@@ -101,7 +101,7 @@ def _compile_token(token: str) -> Piece:
 
 
 class SubjectTransform:
-    """A compiled ``src -> dest`` mapping; :meth:`match` returns None when ``src`` does not match."""
+    """A compiled ``src -> dest`` mapping; :meth:`match` gives None when ``src`` does not match."""
 
     __slots__ = ("_dest", "_fwc", "_src")
 

@@ -82,8 +82,8 @@ def is_empty_request(body: bytes) -> bool:
 _UNITS = {
     "ns": 1,
     "us": 1_000,
-    "µs": 1_000,  # noqa: RUF001 - Go accepts both micro signs
-    "μs": 1_000,  # noqa: RUF001
+    "µs": 1_000,  # Go accepts both micro signs
+    "μs": 1_000,
     "ms": 1_000_000,
     "s": 1_000_000_000,
     "m": 60 * 1_000_000_000,

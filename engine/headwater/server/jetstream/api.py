@@ -1,0 +1,211 @@
+"""The ``$JS.API`` request router: which subject goes to which handler, and the reply envelope.
+
+The routing table is data (:data:`ROUTES`): subject tokens after the API prefix, the handler's
+name, the response type (``io.nats.jetstream.api.v1.<type>_response``) and the members an
+*error* reply of that endpoint still carries (nats-server marshals the whole response struct,
+so e.g. a failed STREAM.INFO still says ``"total":0,"offset":0,"limit":0``).
+
+Requests are handled one at a time, in arrival order, by a single worker task: handlers may
+await (disk writes when a stream is created) without a later request overtaking an earlier
+one. A subject that matches no route gets no reply, as nats-server does. The router
+subscribes to the API namespaces it serves rather than to ``$JS.API.>``, so that
+``$JS.API.DIRECT.GET.<missing stream>`` has no subscriber and the requester gets the
+no-responders status at once (see docs/DIFFERENCES.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from headwater.server.connections.internal import InternalClient
+from headwater.server.protocol import headers
+from headwater.server.subscription import Subscription
+
+from . import errors
+from .accountinfo import ApiStats
+from .gojson import GoJSONError, GoType, decode_struct, loads
+from .versioning import JS_API_LEVEL
+from .wire import dumps
+
+__all__ = ["ROUTES", "ApiRouter", "Request", "Route", "decode_request", "response_type"]
+
+log = logging.getLogger("headwater.jetstream")
+
+REQUIRED_API_LEVEL_HEADER = "Nats-Required-Api-Level"
+
+_PAGED: Mapping[str, Any] = MappingProxyType({"total": 0, "offset": 0, "limit": 0})
+_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Route:
+    """One API endpoint. ``pattern`` tokens are literal or ``*`` (exactly one token)."""
+
+    pattern: tuple[str, ...]
+    handler: str
+    response: str
+    error_extra: Mapping[str, Any] = field(default_factory=lambda: _NO_EXTRA)
+
+    @property
+    def type(self) -> str:
+        return response_type(self.response)
+
+
+def response_type(name: str) -> str:
+    return f"io.nats.jetstream.api.v1.{name}_response"
+
+
+ROUTES: tuple[Route, ...] = (
+    Route(("INFO",), "account_info", "account_info"),
+    Route(("STREAM", "CREATE", "*"), "stream_create", "stream_create"),
+    Route(("STREAM", "UPDATE", "*"), "stream_update", "stream_update"),
+    Route(("STREAM", "NAMES"), "stream_names", "stream_names", {**_PAGED, "streams": None}),
+    Route(("STREAM", "LIST"), "stream_list", "stream_list", {**_PAGED, "streams": ()}),
+    Route(("STREAM", "INFO", "*"), "stream_info", "stream_info", _PAGED),
+    Route(("STREAM", "DELETE", "*"), "stream_delete", "stream_delete"),
+    Route(("STREAM", "PURGE", "*"), "stream_purge", "stream_purge", {"purged": 0}),
+    Route(("STREAM", "MSG", "GET", "*"), "msg_get", "stream_msg_get"),
+    Route(("STREAM", "MSG", "DELETE", "*"), "msg_delete", "stream_msg_delete"),
+    Route(("STREAM", "LEADER", "STEPDOWN", "*"), "cluster_required", "stream_leader_stepdown"),
+    Route(("STREAM", "PEER", "REMOVE", "*"), "cluster_required", "stream_remove_peer"),
+)
+
+#: Second-level API namespaces we subscribe to (``DIRECT`` is left to the streams).
+NAMESPACES = ("STREAM", "CONSUMER", "META", "SERVER", "ACCOUNT")
+
+
+@dataclass
+class Request:
+    """One API request; ``tokens`` are the subject's tokens after the API prefix."""
+
+    subject: str
+    reply: str
+    hdr: bytes | None
+    body: bytes
+    tokens: list[str]
+
+
+Handler = Callable[[Request], Awaitable["dict[str, Any] | None"]]
+
+
+def match_route(tokens: list[str], routes: tuple[Route, ...] = ROUTES) -> Route | None:
+    for route in routes:
+        pattern = route.pattern
+        if len(pattern) != len(tokens):
+            continue
+        if all(p == "*" or p == t for p, t in zip(pattern, tokens, strict=True)):
+            return route
+    return None
+
+
+def decode_request(body: bytes, gotype: GoType, root: str) -> dict[str, Any]:
+    """Decode a JSON request the Go way; 10025 "invalid JSON: ..." when it cannot be."""
+    try:
+        return decode_struct(loads(body.decode("utf-8", errors="replace")), gotype, root)
+    except GoJSONError as exc:
+        raise errors.INVALID_JSON.exc(err=exc.message) from None
+
+
+class ApiRouter:
+    """Subscribes the API subjects and runs matching requests through ``handlers``."""
+
+    def __init__(
+        self,
+        client: InternalClient,
+        handlers: object,
+        stats: ApiStats,
+        prefixes: tuple[str, ...],
+    ) -> None:
+        self.client = client
+        self.handlers = handlers
+        self.stats = stats
+        self.prefixes = prefixes
+        self._subs: list[Subscription] = []
+        self._queue: asyncio.Queue[tuple[Route, Request]] = asyncio.Queue()
+        self._worker: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        for prefix in self.prefixes:
+            depth = prefix.count(".") + 1
+            handler = self._make_callback(depth)
+            self._subs.append(self.client.subscribe(f"{prefix}.*", handler))
+            for namespace in NAMESPACES:
+                self._subs.append(self.client.subscribe(f"{prefix}.{namespace}.>", handler))
+        self._worker = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        for sub in self._subs:
+            self.client.unsubscribe(sub)
+        self._subs.clear()
+        if self._worker is not None:
+            self._worker.cancel()
+            try:
+                await self._worker
+            except asyncio.CancelledError:
+                pass
+            self._worker = None
+
+    def _make_callback(self, depth: int) -> Callable[..., None]:
+        def on_request(
+            sub: Subscription, subject: str, reply: str, hdr: bytes | None, payload: bytes
+        ) -> None:
+            tokens = subject.split(".")[depth:]
+            route = match_route(tokens)
+            if route is None:
+                return
+            self._queue.put_nowait((route, Request(subject, reply, hdr, bytes(payload), tokens)))
+
+        return on_request
+
+    async def _run(self) -> None:
+        while True:
+            route, req = await self._queue.get()
+            try:
+                await self._handle(route, req)
+            except Exception:
+                log.exception("JetStream API request on %r failed", req.subject)
+            finally:
+                self._queue.task_done()
+
+    async def _handle(self, route: Route, req: Request) -> None:
+        error: errors.ApiError | None = None
+        body: dict[str, Any] | None = None
+        try:
+            _check_api_level(req.hdr)
+            handler: Handler = getattr(self.handlers, route.handler)
+            body = await handler(req)
+            if body is None:
+                return
+        except errors.ApiErrorException as exc:
+            error = exc.error
+        if error is not None:
+            reply: dict[str, Any] = {"type": route.type, "error": error.to_dict()}
+            reply.update(route.error_extra)
+        else:
+            assert body is not None
+            reply = {"type": route.type, **body}
+        self.stats.total += 1
+        if error is not None:
+            self.stats.errors += 1
+        if req.reply:
+            self.client.publish(req.reply, dumps(reply))
+
+
+def _check_api_level(hdr: bytes | None) -> None:
+    """ADR-44: a request may demand a minimum API level (412, 10185 when we are below it)."""
+    if not hdr:
+        return
+    wanted = headers.get(hdr, REQUIRED_API_LEVEL_HEADER)
+    if wanted is None or wanted == "":
+        return
+    try:
+        level = int(wanted)
+    except ValueError:
+        raise errors.REQUIRED_API_LEVEL.exc() from None
+    if level > JS_API_LEVEL:
+        raise errors.REQUIRED_API_LEVEL.exc()

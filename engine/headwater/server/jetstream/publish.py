@@ -1,0 +1,216 @@
+"""The publish path: one inbound message to a stream, checked, stored and acknowledged.
+
+:func:`process` runs synchronously inside routing (no awaits): the message is appended to the
+store before the publisher's next message is read, so per-publisher order is the stream order.
+The success ack goes out through the stream's group commit (only after the store says the
+message is durable); error acks go out at once.
+
+The checks are nats-server 2.15's, in its order (found by sending messages that break two
+rules at once to both servers), because such a message must get the same error: sealed
+(10109), ``max_msg_size`` (10054), header size (10097), ``Nats-Expected-Stream`` (10060),
+``Nats-TTL`` on a stream without TTLs (10166), ``Nats-Expected-Last-Subject-Sequence`` (10071),
+``Nats-Expected-Last-Sequence`` (10071), duplicate ``Nats-Msg-Id`` (the original sequence with
+``duplicate: true``), ``Nats-Expected-Last-Msg-Id`` (10070), ``Nats-Rollup`` (10111), server
+budget (10023), bad ``Nats-TTL`` (10165), then the store's own limits (10077 with the store's
+text, e.g. "maximum messages exceeded").
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+from headwater.server.protocol import headers
+from headwater.server.store.base import StoreError
+
+from . import errors
+from .wire import go_int, parse_go_duration
+
+if TYPE_CHECKING:
+    from .stream import Stream
+
+__all__ = ["Dedupe", "parse_ttl", "process"]
+
+MSG_ID = "Nats-Msg-Id"
+EXPECTED_STREAM = "Nats-Expected-Stream"
+EXPECTED_LAST_SEQ = "Nats-Expected-Last-Sequence"
+EXPECTED_LAST_SUBJ_SEQ = "Nats-Expected-Last-Subject-Sequence"
+EXPECTED_LAST_SUBJ_SEQ_SUBJ = "Nats-Expected-Last-Subject-Sequence-Subject"
+EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
+ROLLUP = "Nats-Rollup"
+MSG_TTL = "Nats-TTL"
+MARKER_REASON = "Nats-Marker-Reason"
+
+MAX_HEADER_SIZE = 65535
+SECOND = 1_000_000_000
+
+
+class Dedupe:
+    """Message ids seen within the stream's duplicate window: id -> (seq, ts ns).
+
+    Entries are kept in arrival order, so expired ones are dropped from the front on each use
+    instead of by a timer.
+    """
+
+    __slots__ = ("_ids", "window")
+
+    def __init__(self, window_ns: int) -> None:
+        self.window = window_ns
+        self._ids: OrderedDict[str, tuple[int, int]] = OrderedDict()
+
+    def _trim(self, now: int) -> None:
+        ids = self._ids
+        cutoff = now - self.window
+        while ids:
+            first = next(iter(ids.values()))
+            if first[1] > cutoff:
+                break
+            ids.popitem(last=False)
+
+    def lookup(self, msg_id: str, now: int) -> int | None:
+        """The sequence stored under ``msg_id`` if it is still inside the window."""
+        if not self._ids:
+            return None
+        self._trim(now)
+        found = self._ids.get(msg_id)
+        return found[0] if found is not None else None
+
+    def record(self, msg_id: str, seq: int, ts: int) -> None:
+        self._ids[msg_id] = (seq, ts)
+        self._ids.move_to_end(msg_id)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+
+def parse_ttl(value: str | None) -> tuple[int, bool]:
+    """``Nats-TTL`` as nats-server reads it: (seconds, ok). -1 means never; 0 means none.
+
+    A Go duration must be at least 1s; otherwise the value must be a plain number of
+    seconds. ``never`` is case-insensitive.
+    """
+    if not value:
+        return 0, True
+    if value.lower() == "never":
+        return -1, True
+    ns = parse_go_duration(value)
+    if ns is not None:
+        if ns < SECOND:
+            return 0, False
+        return ns // SECOND, True
+    seconds = go_int(value)
+    if seconds < 0:
+        return 0, False
+    return seconds, True
+
+
+def _expected_seq_mismatch(stream: Stream, hdr: bytes, subject: str) -> int | None:
+    """The sequence to report when ``Nats-Expected-Last-Subject-Sequence`` does not hold."""
+    raw = headers.get(hdr, EXPECTED_LAST_SUBJ_SEQ)
+    if not raw:
+        return None
+    expected = go_int(raw)
+    check_subject = headers.get(hdr, EXPECTED_LAST_SUBJ_SEQ_SUBJ) or subject
+    last = stream.store.load_last(check_subject)
+    found = last.seq if last is not None else 0
+    if last is None and expected == 0:
+        return None
+    return found if found != expected else None
+
+
+def process(stream: Stream, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+    """Check, store and acknowledge one message published to ``stream``."""
+    cfg = stream.config
+    if not stream.active:
+        return
+    respond = reply if reply and not cfg.no_ack else ""
+    if stream.input_transform is not None:
+        subject = stream.input_transform.apply(subject)
+    if cfg.sealed:
+        stream.reply_error(respond, errors.STREAM_SEALED)
+        return
+    hdr = hdr or b""
+    if cfg.max_msg_size >= 0 and len(hdr) + len(payload) > cfg.max_msg_size:
+        stream.reply_error(respond, errors.STREAM_MESSAGE_EXCEEDS_MAXIMUM)
+        return
+    if len(hdr) > MAX_HEADER_SIZE:
+        stream.reply_error(respond, errors.STREAM_HEADER_EXCEEDS_MAXIMUM)
+        return
+    msg_id = ""
+    rollup = ""
+    ttl = 0
+    ttl_ok = True
+    if hdr:
+        name = headers.get(hdr, EXPECTED_STREAM)
+        if name and name != cfg.name:
+            stream.reply_error(respond, errors.STREAM_NOT_MATCH)
+            return
+        ttl, ttl_ok = parse_ttl(headers.get(hdr, MSG_TTL))
+        if ttl != 0 and not cfg.allow_msg_ttl:
+            stream.reply_error(respond, errors.MESSAGE_TTL_DISABLED)
+            return
+        found = _expected_seq_mismatch(stream, hdr, subject)
+        if found is not None:
+            stream.reply_error(respond, errors.STREAM_WRONG_LAST_SEQUENCE.format(seq=found))
+            return
+        raw_last = headers.get(hdr, EXPECTED_LAST_SEQ)
+        if raw_last and go_int(raw_last) != stream.lseq:
+            stream.reply_error(respond, errors.STREAM_WRONG_LAST_SEQUENCE.format(seq=stream.lseq))
+            return
+        msg_id = headers.get(hdr, MSG_ID) or ""
+        expected_id = headers.get(hdr, EXPECTED_LAST_MSG_ID)
+        if msg_id or expected_id:
+            stream.load_dedupe()
+        if msg_id:
+            original = stream.dedupe.lookup(msg_id, stream.clock())
+            if original is not None:
+                stream.reply_duplicate(respond, original)
+                return
+        if expected_id and expected_id != stream.lmsgid:
+            stream.reply_error(respond, errors.STREAM_WRONG_LAST_MSG_ID.format(id=stream.lmsgid))
+            return
+        rollup = (headers.get(hdr, ROLLUP) or "").lower()
+        if rollup:
+            if not cfg.allow_rollup_hdrs or cfg.deny_purge:
+                stream.reply_error(
+                    respond, errors.STREAM_ROLLUP_FAILED.format(err="rollup not permitted")
+                )
+                return
+            if rollup not in ("sub", "all"):
+                problem = f'rollup value invalid: "{rollup}"'
+                stream.reply_error(respond, errors.STREAM_ROLLUP_FAILED.format(err=problem))
+                return
+    if stream.resources.limits_exceeded(cfg.storage):
+        stream.reply_error(respond, errors.INSUFFICIENT_RESOURCES)
+        return
+    if not ttl_ok:
+        stream.reply_error(respond, errors.MESSAGE_TTL_INVALID)
+        return
+    if cfg.retention == "interest" and not stream.has_interest(subject):
+        # Nobody would ever consume it: the sequence is used up but nothing is stored.
+        stream.reply_ok(respond, stream.skip(msg_id))
+        return
+    marker_ttl = cfg.subject_delete_marker_ttl // SECOND
+    if ttl > 0 and marker_ttl > 0 and cfg.max_msgs_per_subject != 1:
+        # nats-server's rule: a message may not expire before the markers of its subject do,
+        # or it could vanish while an older marker still stands and leave no marker itself.
+        ttl = max(ttl, marker_ttl)
+    last_on_subject = 0
+    if stream.republish_transform is not None:
+        previous = stream.store.load_last(subject)
+        last_on_subject = previous.seq if previous is not None else 0
+    try:
+        seq, ts = stream.store.store_msg(subject, hdr, payload, ttl * SECOND if ttl > 0 else ttl)
+    except StoreError as exc:
+        stream.reply_error(respond, errors.STREAM_STORE_FAILED.format(err=str(exc)))
+        return
+    stream.stored(seq, ts, msg_id, ttl)
+    if hdr and headers.get(hdr, MARKER_REASON):
+        stream.markers.add(seq)
+    if rollup == "sub":
+        stream.store.purge(subject, 0, 1)
+    elif rollup == "all":
+        stream.store.purge("", 0, 1)
+    if stream.republish_transform is not None:
+        stream.republish(subject, hdr, payload, seq, ts, last_on_subject)
+    stream.reply_ok(respond, seq)

@@ -1,0 +1,233 @@
+"""The JetStream service: start-up banner, stream registry, persistence and the API.
+
+``JetStreamService(server)`` is attached by ``services.attach_services`` when ``-js`` is on.
+``start()`` prints nats-server's "Starting JetStream" block, reloads every file stream from
+``<store_dir>/jetstream/$G/streams`` and subscribes the ``$JS.API`` subjects through one
+:class:`InternalClient`; ``stop()`` unsubscribes, sends the acks still queued and closes the
+stores cleanly (so the next start can use their index snapshots). The service sets
+``server.jetstream = self`` so monitoring can read :meth:`stats`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from headwater.server.connections.internal import InternalClient
+from headwater.server.store import StoreConfig, StreamStore, SyncPolicy, open_store
+
+from . import errors, layout
+from .accountinfo import ApiStats, Resources, account_info
+from .api import ApiRouter
+from .stream import Stream, store_limits
+from .streamapi import StreamApi
+from .streamconfig import StreamConfig
+from .versioning import JS_API_LEVEL
+
+if TYPE_CHECKING:
+    from headwater.server.node import Server
+
+__all__ = ["JetStreamService"]
+
+log = logging.getLogger("headwater.server")
+
+
+def sync_policy(interval: float) -> SyncPolicy:
+    """``sync_interval`` → store policy: 0 fsync before each ack, >0 periodic, <0 every write."""
+    if interval == 0:
+        return SyncPolicy("ack")
+    if interval < 0:
+        return SyncPolicy("always")
+    return SyncPolicy("interval", interval)
+
+
+class JetStreamService:
+    """One server's JetStream: streams of the global account and the API that manages them."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        settings = server.settings.jetstream
+        self.settings = settings
+        self.domain = settings.domain or None
+        self.root: Path = layout.jetstream_root(settings.store_dir)
+        self.streams: dict[str, Stream] = {}
+        self.stats = ApiStats()
+        self.resources = Resources(settings.max_memory_store, settings.max_file_store)
+        self.sync = sync_policy(settings.sync_interval)
+        prefixes = ["$JS.API"]
+        if self.domain:
+            prefixes.append(f"$JS.{self.domain}.API")
+        self.api_prefixes = tuple(prefixes)
+        self.client: InternalClient | None = None
+        self.router: ApiRouter | None = None
+
+    @property
+    def server_name(self) -> str:
+        return self.server.name
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        began = time.perf_counter()
+        log.info("Starting JetStream")
+        self.root.mkdir(parents=True, exist_ok=True)
+        log.info("---------------- JETSTREAM ----------------")
+        log.info("  Max Memory:      %s", self.resources.describe_memory())
+        log.info("  Max Storage:     %s", self.resources.describe_storage(str(self.root)))
+        log.info('  Store Directory: "%s"', self.root)
+        if self.domain:
+            log.info("  Domain:          %s", self.domain)
+        log.info("  API Level:       %d", JS_API_LEVEL)
+        log.info("-------------------------------------------")
+        self.client = InternalClient(self.server, "JetStream")
+        self.server.jetstream = self
+        await self._recover()
+        self.router = ApiRouter(self.client, StreamApi(self), self.stats, self.api_prefixes)
+        self.router.start()
+        log.info("Took %.2fms to start JetStream", (time.perf_counter() - began) * 1000)
+
+    async def stop(self) -> None:
+        log.info("Initiating JetStream Shutdown...")
+        if self.router is not None:
+            await self.router.stop()
+            self.router = None
+        for stream in list(self.streams.values()):
+            try:
+                await stream.close()
+            except Exception:
+                log.exception("error closing stream %r", stream.name)
+        self.streams.clear()
+        if self.client is not None:
+            self.client.close()
+        log.info("JetStream Shutdown")
+
+    async def _recover(self) -> None:
+        found = layout.load_streams(self.root)
+        if found:
+            log.info('Recovering JetStream state for account "$G"')
+        for item in found:
+            cfg = item.config
+            began = time.perf_counter()
+            try:
+                stream = self._open(cfg, item.created_ns, item.directory)
+            except Exception as exc:
+                log.error('Error recreating stream "%s": %s', cfg.name, exc)
+                continue
+            log.info(
+                "  Restored %s messages for stream '$G > %s' in %.2fms",
+                f"{stream.state().msgs:,}",
+                cfg.name,
+                (time.perf_counter() - began) * 1000,
+            )
+        if found:
+            log.info("Recovering %d streams", len(self.streams))
+
+    # --- stream management (called by the API handlers) ----------------------------------
+
+    def _store_config(self, cfg: StreamConfig, directory: Path | None) -> StoreConfig:
+        return StoreConfig(
+            name=cfg.name,
+            storage=cfg.storage,
+            directory=directory,
+            limits=store_limits(cfg),
+            first_seq=cfg.first_seq or 1,
+            sync=self.sync,
+            compression=cfg.compression,
+            budget=self.resources.budget(cfg.storage),
+        )
+
+    def _open(self, cfg: StreamConfig, created_ns: int, directory: Path | None) -> Stream:
+        assert self.client is not None
+        store: StreamStore = open_store(self._store_config(cfg, directory))
+        stream = Stream(
+            config=cfg,
+            created_ns=created_ns,
+            store=store,
+            client=self.client,
+            resources=self.resources,
+            directory=directory,
+            domain=self.domain,
+            api_prefixes=self.api_prefixes,
+            durable_acks=cfg.storage == "file" and self.sync.mode == "ack",
+        )
+        self.streams[cfg.name] = stream
+        stream.start()
+        return stream
+
+    async def create_stream(self, cfg: StreamConfig) -> Stream:
+        created = time.time_ns()
+        directory: Path | None = None
+        if cfg.storage == "file":
+            directory = layout.stream_dir(self.root, cfg.name)
+            if directory.exists():
+                # Left over by a delete that crashed half-way: never resurrect its messages.
+                await asyncio.to_thread(layout.remove_stream_dir, directory)
+            try:
+                await asyncio.to_thread(layout.write_meta, directory, cfg, created)
+            except OSError as exc:
+                raise errors.STREAM_CREATE.exc(err=str(exc)) from None
+        try:
+            return self._open(cfg, created, directory)
+        except Exception as exc:
+            log.error("JetStream failed to create stream '%s': %s", cfg.name, exc)
+            if directory is not None:
+                layout.remove_stream_dir(directory)
+            raise errors.STREAM_CREATE.exc(err="error creating store for stream") from None
+
+    async def update_stream(self, name: str, cfg: StreamConfig) -> Stream:
+        stream = self.streams[name]
+        if stream.directory is not None:
+            try:
+                await asyncio.to_thread(layout.write_meta, stream.directory, cfg, stream.created_ns)
+            except OSError as exc:
+                raise errors.STREAM_UPDATE.exc(err=str(exc)) from None
+        stream.update(cfg)
+        return stream
+
+    async def delete_stream(self, name: str) -> None:
+        stream = self.streams.pop(name)
+        await stream.delete()
+        if stream.directory is not None:
+            await asyncio.to_thread(layout.remove_stream_dir, stream.directory)
+
+    # --- monitoring ----------------------------------------------------------------------
+
+    @property
+    def store_dir(self) -> str:
+        """The JetStream directory as the banner and ``/varz`` report it."""
+        return str(self.root)
+
+    def health_error(self) -> str | None:
+        """Why ``/healthz`` should report JetStream unhealthy; None while it runs."""
+        return None if self.router is not None else "JetStream is not running"
+
+    def varz(self) -> dict[str, Any]:
+        """The ``jetstream`` section of ``/varz``: nats-server's ``config`` and ``stats``."""
+        max_storage = self.resources.max_store
+        if max_storage < 0:
+            try:
+                max_storage = shutil.disk_usage(self.root).free * 3 // 4
+            except OSError:
+                max_storage = -1
+        config: dict[str, Any] = {
+            "max_memory": self.resources.max_memory,
+            "max_storage": max_storage,
+            "store_dir": self.store_dir,
+        }
+        interval = self.settings.sync_interval
+        if interval > 0:
+            config["sync_interval"] = int(interval * 1_000_000_000)
+        else:
+            config["sync_always"] = True
+        if self.domain:
+            config["domain"] = self.domain
+        report = account_info(self.streams.values(), self.stats, None)
+        stats = {
+            key: report[key] for key in ("memory", "storage", "reserved_memory", "reserved_storage")
+        }
+        stats |= {"accounts": 1, "ha_assets": 0, "api": report["api"]}
+        return {"config": config, "stats": stats}

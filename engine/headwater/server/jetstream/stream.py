@@ -1,0 +1,419 @@
+"""The stream runtime: one stream's config, store, subscriptions, acks and timers.
+
+A :class:`Stream` owns
+
+* its subscriptions through the service's internal client: the config's subjects (messages go
+  to :func:`.publish.process` inside routing) and, with ``allow_direct``, the direct-get
+  subjects (queue group ``_sys_``, answered inline by :mod:`.direct`);
+* the publish-ack **group commit**: success acks wait for ``store.durable()``; one durable
+  call is in flight per stream and every ack queued behind it goes out when it returns, so a
+  burst of publishes shares one fsync;
+* the **expiry timer**, armed at ``store.next_expiry()`` (``max_age`` and per-message TTLs);
+* **subject delete markers**: when ``max_age``/TTL removes the last message of a subject and
+  ``subject_delete_marker_ttl`` is set, a marker (``Nats-Marker-Reason: MaxAge``) is stored on
+  that subject through the normal publish path;
+* **republish** of stored messages and the input **subject transform**.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from headwater.server.connections.internal import InternalClient
+from headwater.server.protocol import headers
+from headwater.server.routing.subjects import subject_matches
+from headwater.server.store.base import StoreLimits, StreamState, StreamStore
+from headwater.server.subscription import Subscription
+
+from . import direct, errors, publish
+from .errors import ApiError
+from .streamconfig import StreamConfig
+from .streamconfig_validate import go_duration
+from .transform import SubjectTransform
+from .wire import dumps, rfc3339, with_headers
+
+if TYPE_CHECKING:
+    from .accountinfo import Resources
+
+__all__ = ["DIRECT_GROUP", "Stream", "store_limits"]
+
+log = logging.getLogger("headwater.jetstream")
+
+DIRECT_GROUP = "_sys_"
+"""Queue group of direct-get subscriptions, so mirrors could share the load (nats-server's)."""
+
+
+def store_limits(cfg: StreamConfig) -> StoreLimits:
+    """The limits the store enforces, from a defaulted config (-1 / 0 mean unlimited)."""
+    return StoreLimits(
+        max_msgs=cfg.max_msgs,
+        max_bytes=cfg.max_bytes,
+        max_age=cfg.max_age,
+        max_msgs_per_subject=cfg.max_msgs_per_subject,
+        max_msg_size=cfg.max_msg_size,
+        discard=cfg.discard,
+        discard_new_per_subject=cfg.discard_new_per_subject,
+    )
+
+
+class Stream:
+    """A live stream. Create it with its store already open, then call :meth:`start`."""
+
+    def __init__(
+        self,
+        *,
+        config: StreamConfig,
+        created_ns: int,
+        store: StreamStore,
+        client: InternalClient,
+        resources: Resources,
+        directory: Path | None,
+        domain: str | None,
+        api_prefixes: tuple[str, ...],
+        durable_acks: bool,
+    ) -> None:
+        self.config = config
+        self.created_ns = created_ns
+        self.store = store
+        self.client = client
+        self.resources = resources
+        self.directory = directory
+        self.domain = domain
+        self._api_prefixes = api_prefixes
+        self._durable_acks = durable_acks
+        self.active = False
+        self._subs: list[Subscription] = []
+        self._direct_subs: list[Subscription] = []
+        self.dedupe = publish.Dedupe(config.duplicate_window)
+        self.markers: set[int] = set()
+        self.interest_filters: list[str] = []
+        """Subject filters of the consumers that hold interest ("" = everything); an interest
+        retention stream stores only what one of them wants."""
+        self.input_transform: SubjectTransform | None = None
+        self.republish_transform: SubjectTransform | None = None
+        self._ack_prefix = b""
+        self._pending: list[tuple[str, bytes]] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._expiry: asyncio.TimerHandle | None = None
+        self._expiry_at = 0
+        state = store.state()
+        self.lseq = state.last_seq
+        self.lmsgid = ""
+        self._dedupe_loaded = state.msgs == 0
+        store.on_remove = self._removed
+        self._configure(config)
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def start(self) -> None:
+        """Subscribe, expire what is already too old, arm the expiry timer."""
+        if self.config.subject_delete_marker_ttl > 0:
+            self._scan_markers()
+        self._subscribe()
+        self.active = True
+        self.store.expire()
+        self._arm_expiry(force=True)
+
+    async def close(self) -> None:
+        """Stop taking messages, send the acks still queued, close the store."""
+        self._unsubscribe()
+        self.active = False
+        self._cancel_expiry()
+        if self._flusher is not None:
+            await asyncio.shield(self._flusher)
+        await self.store.aclose()
+
+    async def delete(self) -> None:
+        """Stop and remove every trace of the stream (store files included)."""
+        self._unsubscribe()
+        self.active = False
+        self._cancel_expiry()
+        if self._flusher is not None:
+            await asyncio.shield(self._flusher)
+        self.store.delete()
+
+    def _configure(self, cfg: StreamConfig) -> None:
+        st = cfg.subject_transform
+        self.input_transform = SubjectTransform(st.src, st.dest) if st and st.dest else None
+        rp = cfg.republish
+        self.republish_transform = SubjectTransform(rp.src, rp.dest) if rp else None
+        self.dedupe.window = cfg.duplicate_window
+        name = dumps(cfg.name).decode()
+        if self.domain:
+            prefix = f'{{"stream":{name},"domain":{dumps(self.domain).decode()},"seq":'
+        else:
+            prefix = f'{{"stream":{name},"seq":'
+        self._ack_prefix = prefix.encode()
+
+    def update(self, cfg: StreamConfig) -> None:
+        """Apply a validated new config: limits, subscriptions, transforms, timers."""
+        old = self.config
+        self.config = cfg
+        self._configure(cfg)
+        if old.subjects != cfg.subjects or old.allow_direct != cfg.allow_direct:
+            self._unsubscribe()
+            self._subscribe()
+        self.store.update_limits(store_limits(cfg))
+        if cfg.subject_delete_marker_ttl > 0 and old.subject_delete_marker_ttl <= 0:
+            self._scan_markers()
+        self._arm_expiry(force=True)
+
+    # --- subscriptions -------------------------------------------------------------------
+
+    def _subscribe(self) -> None:
+        for subject in self.config.subjects:
+            self._subs.append(self.client.subscribe(subject, self._on_message))
+        if self.config.allow_direct:
+            for prefix in self._api_prefixes:
+                base = f"{prefix}.DIRECT.GET.{self.name}"
+                self._direct_subs.append(self.client.subscribe(base, self._on_direct, DIRECT_GROUP))
+                self._direct_subs.append(
+                    self.client.subscribe(base + ".>", self._on_direct_last, DIRECT_GROUP)
+                )
+
+    def _unsubscribe(self) -> None:
+        for sub in self._subs + self._direct_subs:
+            self.client.unsubscribe(sub)
+        self._subs.clear()
+        self._direct_subs.clear()
+
+    def _on_message(
+        self, sub: Subscription, subject: str, reply: str, hdr: bytes | None, payload: bytes
+    ) -> None:
+        publish.process(self, subject, reply, hdr, payload)
+
+    def _on_direct(
+        self, sub: Subscription, subject: str, reply: str, hdr: bytes | None, payload: bytes
+    ) -> None:
+        if reply:
+            direct.handle_request(self, reply, payload)
+
+    def _on_direct_last(
+        self, sub: Subscription, subject: str, reply: str, hdr: bytes | None, payload: bytes
+    ) -> None:
+        if reply:
+            key = subject[len(sub.subject) - 1 :]
+            direct.handle_last_by_subject(self, reply, key, payload)
+
+    # --- state ---------------------------------------------------------------------------
+
+    @staticmethod
+    def clock() -> int:
+        return time.time_ns()
+
+    def state(self, deleted_details: bool = False) -> StreamState:
+        return self.store.state(deleted_details)
+
+    def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
+        """STREAM.PURGE: everything, a subject, below ``seq``, or all but the newest ``keep``.
+
+        "Keep the newest N of the whole stream" is resolved here to a sequence floor that
+        counts live messages, as nats-server's file store does: the store's own shortcut
+        (``last - keep + 1``) would count deleted sequences in the gaps too.
+        """
+        store = self.store
+        if keep > 0 and seq == 0 and subject in ("", ">"):
+            state = store.state()
+            if keep >= state.msgs:
+                return 0
+            if state.num_deleted:
+                lo, hi = state.first_seq, state.last_seq
+                while lo < hi:
+                    mid = (lo + hi + 1) // 2
+                    if store.num_pending(">", mid) >= keep:
+                        lo = mid
+                    else:
+                        hi = mid - 1
+                return store.purge("", lo, 0)
+        return store.purge(subject, seq, keep)
+
+    def stored_bytes(self) -> int:
+        return self.store.state().bytes
+
+    def has_interest(self, subject: str) -> bool:
+        return any(not f or subject_matches(f, subject) for f in self.interest_filters)
+
+    def skip(self, msg_id: str) -> int:
+        """Consume a sequence without storing (interest retention, nobody interested)."""
+        seq = self.lseq + 1
+        self.store.skip_msgs(seq, 1)
+        self.lseq = seq
+        self.lmsgid = msg_id
+        if msg_id:
+            self.dedupe.record(msg_id, seq, time.time_ns())
+        return seq
+
+    def stored(self, seq: int, ts: int, msg_id: str, ttl: int) -> None:
+        """Bookkeeping after a successful append (called by the publish path)."""
+        self.lseq = seq
+        self.lmsgid = msg_id
+        if msg_id:
+            self.dedupe.record(msg_id, seq, ts)
+        if ttl > 0 or (self._expiry is None and self.config.max_age > 0):
+            self._arm_expiry()
+
+    def load_dedupe(self) -> None:
+        """Recover message ids inside the duplicate window, and the last message's id.
+
+        Done on the first message that needs them (one with ``Nats-Msg-Id`` or
+        ``Nats-Expected-Last-Msg-Id``), not at start-up, because it reads every message of
+        the window back from the store.
+        """
+        if self._dedupe_loaded:
+            return
+        self._dedupe_loaded = True
+        store = self.store
+        last = store.load_last(">")
+        if last is not None and last.seq == self.lseq and last.hdr:
+            self.lmsgid = headers.get(last.hdr, publish.MSG_ID) or ""
+        window = self.config.duplicate_window
+        if window <= 0 or last is None:
+            return
+        seq = store.seq_from_time(time.time_ns() - window)
+        while True:
+            msg = store.load_next(">", seq)
+            if msg is None:
+                break
+            if msg.hdr:
+                msg_id = headers.get(msg.hdr, publish.MSG_ID)
+                if msg_id:
+                    self.dedupe.record(msg_id, msg.seq, msg.ts)
+            seq = msg.seq + 1
+
+    def _scan_markers(self) -> None:
+        """Find stored delete markers, so their own expiry does not mint new markers."""
+        seq = 0
+        while True:
+            msg = self.store.load_next(">", seq)
+            if msg is None:
+                return
+            if msg.hdr and publish.MARKER_REASON.encode() in msg.hdr:
+                self.markers.add(msg.seq)
+            seq = msg.seq + 1
+
+    # --- replies -------------------------------------------------------------------------
+
+    def reply_error(self, reply: str, error: ApiError) -> None:
+        if reply:
+            body = dumps({"error": error.to_dict(), "stream": self.name, "seq": 0})
+            self.client.publish(reply, body)
+
+    def reply_ok(self, reply: str, seq: int) -> None:
+        if reply:
+            self._queue_ack(reply, self._ack_prefix + str(seq).encode() + b"}")
+
+    def reply_duplicate(self, reply: str, seq: int) -> None:
+        if reply:
+            self._queue_ack(reply, self._ack_prefix + str(seq).encode() + b',"duplicate": true}')
+
+    def _queue_ack(self, reply: str, body: bytes) -> None:
+        if not self._durable_acks:
+            self.client.publish(reply, body)
+            return
+        self._pending.append((reply, body))
+        if self._flusher is None:
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_acks())
+
+    async def _flush_acks(self) -> None:
+        """Group commit: one ``durable()`` at a time; acks queued meanwhile share the next."""
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, []
+                try:
+                    await self.store.durable()
+                except Exception as exc:
+                    log.error("JetStream failed to sync stream '%s': %s", self.name, exc)
+                    failed = dumps(
+                        {
+                            "error": errors.STREAM_STORE_FAILED.format(err=str(exc)).to_dict(),
+                            "stream": self.name,
+                            "seq": 0,
+                        }
+                    )
+                    batch = [(reply, failed) for reply, _ in batch]
+                for reply, body in batch:
+                    self.client.publish(reply, body)
+        finally:
+            self._flusher = None
+
+    # --- republish -----------------------------------------------------------------------
+
+    def republish(
+        self, subject: str, hdr: bytes, payload: bytes, seq: int, ts: int, last_seq: int
+    ) -> None:
+        assert self.republish_transform is not None and self.config.republish is not None
+        dest = self.republish_transform.match(subject)
+        if dest is None:
+            return
+        pairs = [
+            ("Nats-Stream", self.name),
+            ("Nats-Subject", subject),
+            ("Nats-Sequence", str(seq)),
+            ("Nats-Time-Stamp", rfc3339(ts)),
+            ("Nats-Last-Sequence", str(last_seq)),
+        ]
+        body = payload
+        if self.config.republish.headers_only:
+            pairs.append(("Nats-Msg-Size", str(len(payload))))
+            body = b""
+        self.client.publish(dest, body, hdr=with_headers(hdr, pairs))
+
+    # --- expiry and markers --------------------------------------------------------------
+
+    def _arm_expiry(self, force: bool = False) -> None:
+        if not self.active:
+            return
+        deadline = self.store.next_expiry()
+        if deadline is None:
+            self._cancel_expiry()
+            return
+        if self._expiry is not None and not force and deadline >= self._expiry_at:
+            return
+        self._cancel_expiry()
+        delay = max((deadline - time.time_ns()) / 1e9, 0.0)
+        self._expiry_at = deadline
+        self._expiry = asyncio.get_running_loop().call_later(delay, self._expire)
+
+    def _cancel_expiry(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+            self._expiry_at = 0
+
+    def _expire(self) -> None:
+        self._expiry = None
+        self._expiry_at = 0
+        try:
+            self.store.expire()
+        except Exception:
+            log.exception("JetStream expiry failed on stream '%s'", self.name)
+        self._arm_expiry(force=True)
+
+    def _removed(self, seq: int, subject: str) -> None:
+        """Store hook after a limit removal: maybe leave a subject delete marker."""
+        was_marker = seq in self.markers
+        self.markers.discard(seq)
+        ttl = self.config.subject_delete_marker_ttl
+        if ttl <= 0 or was_marker or not self.active:
+            return
+        if self.store.removal_reason not in ("max_age", "ttl"):
+            return
+        if self.store.load_last(subject) is not None:
+            return
+        marker = with_headers(
+            None,
+            [
+                (publish.MARKER_REASON, "MaxAge"),
+                (publish.MSG_TTL, go_duration(ttl // publish.SECOND * publish.SECOND)),
+                (publish.ROLLUP, "sub"),
+            ],
+        )
+        publish.process(self, subject, "", marker, b"")

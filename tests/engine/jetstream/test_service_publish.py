@@ -1,0 +1,292 @@
+"""The publish path of an in-process Headwater server: acks, group commit, limits, timers.
+
+The server runs on the test's event loop, so tests can reach into the running streams (e.g.
+to hold a store's ``durable()``) while nats-py talks to it over a real socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.client import Client
+from nats.js.errors import APIError
+
+from headwater.server.config.settings import JetStreamSettings, Settings
+from headwater.server.node import Server
+from headwater.server.services import attach_services
+
+Start = Callable[..., Awaitable[tuple[Server, Client]]]
+
+
+@pytest.fixture
+async def start(tmp_path: Path) -> AsyncIterator[Start]:
+    """``await start(**jetstream_settings)`` -> (server, connected client); both closed after."""
+    running: list[tuple[Server, Client]] = []
+
+    async def _start(**js: Any) -> tuple[Server, Client]:
+        js.setdefault("store_dir", str(tmp_path / f"store{len(running)}"))
+        settings = Settings(
+            host="127.0.0.1", port=-1, jetstream=JetStreamSettings(enabled=True, **js)
+        )
+        srv = Server(settings)
+        attach_services(srv)
+        await srv.start()
+        nc = await nats.connect(f"nats://127.0.0.1:{srv.port}", allow_reconnect=False)
+        running.append((srv, nc))
+        return srv, nc
+
+    yield _start
+    for srv, nc in running:
+        await nc.close()
+        await srv.shutdown()
+
+
+async def api(nc: Client, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    msg = await nc.request(f"$JS.API.{subject}", json.dumps(body or {}).encode(), timeout=2)
+    return json.loads(msg.data)
+
+
+async def test_acks_wait_for_durable_and_share_one_sync(start: Start) -> None:
+    srv, nc = await start()
+    js = nc.jetstream()
+    await js.add_stream(name="G", subjects=["g.>"])
+    store = srv.jetstream.streams["G"].store
+    gate = asyncio.Event()
+    calls = 0
+    real_durable = store.durable
+
+    async def held_durable() -> None:
+        nonlocal calls
+        calls += 1
+        await gate.wait()
+        await real_durable()
+
+    store.durable = held_durable
+    acks = [asyncio.ensure_future(js.publish("g.x", b"%d" % i)) for i in range(50)]
+    await asyncio.sleep(0.3)
+    assert not any(a.done() for a in acks), "an ack went out before its message was durable"
+    assert store.state().msgs == 50, "messages must be stored before the sync completes"
+    gate.set()
+    seqs = [a.seq for a in await asyncio.gather(*acks)]
+    assert seqs == list(range(1, 51))
+    assert 1 <= calls <= 3, f"{calls} syncs for 50 acks: group commit is not batching"
+
+
+async def test_a_failed_sync_turns_the_ack_into_an_error(start: Start) -> None:
+    srv, nc = await start()
+    js = nc.jetstream()
+    await js.add_stream(name="F", subjects=["f"])
+    store = srv.jetstream.streams["F"].store
+
+    async def broken() -> None:
+        raise OSError("no space left on device")
+
+    store.durable = broken
+    with pytest.raises(APIError) as info:
+        await js.publish("f", b"x")
+    assert info.value.err_code == 10077
+    assert "no space left on device" in str(info.value.description)
+
+
+@pytest.mark.parametrize("interval", [30.0, -1.0], ids=["periodic", "always"])
+async def test_other_sync_modes_ack_without_waiting_for_durable(
+    start: Start, interval: float
+) -> None:
+    # Periodic: the timer syncs later. Always: store_msg itself syncs before returning.
+    srv, nc = await start(sync_interval=interval)
+    js = nc.jetstream()
+    await js.add_stream(name="I", subjects=["i"])
+
+    async def never() -> None:
+        raise AssertionError("this sync mode must not wait for durable()")
+
+    srv.jetstream.streams["I"].store.durable = never
+    assert (await js.publish("i", b"x")).seq == 1
+
+
+async def test_no_ack_streams_answer_nothing(start: Start) -> None:
+    srv, nc = await start()
+    js = nc.jetstream()
+    await js.add_stream(name="N", subjects=["n"], no_ack=True)
+    with pytest.raises(nats.errors.TimeoutError):
+        await nc.request("n", b"x", timeout=0.3)
+    assert srv.jetstream.streams["N"].state().msgs == 1
+
+
+async def test_server_budgets(start: Start) -> None:
+    _, nc = await start(max_file_store=2000, max_memory_store=3000)
+    assert (await api(nc, "STREAM.CREATE.A", {"name": "A", "max_bytes": 1500}))["did_create"]
+    err = (await api(nc, "STREAM.CREATE.B", {"name": "B", "max_bytes": 1500}))["error"]
+    assert err == {
+        "code": 500,
+        "err_code": 10047,
+        "description": "insufficient storage resources available",
+    }
+    mem = {"name": "M", "storage": "memory", "max_bytes": 5000}
+    assert (await api(nc, "STREAM.CREATE.M", mem))["error"]["err_code"] == 10028
+    assert (await api(nc, "STREAM.CREATE.C", {"name": "C"}))["did_create"]
+    replies = [json.loads((await nc.request("C", b"x" * 900, timeout=2)).data) for _ in range(4)]
+    assert [r.get("seq") for r in replies[:3]] == [1, 2, 3]
+    assert replies[3] == {
+        "error": {"code": 503, "err_code": 10023, "description": "insufficient resources"},
+        "stream": "C",
+        "seq": 0,
+    }
+    info = await api(nc, "INFO")
+    assert info["storage"] == 3 * (22 + 1 + 900 + 8)
+    assert info["reserved_storage"] == 1500
+
+
+async def test_domain_shows_in_acks_and_api_prefix(start: Start) -> None:
+    _, nc = await start(domain="hub")
+    msg = await nc.request("$JS.hub.API.STREAM.CREATE.D", b'{"name":"D"}', timeout=2)
+    assert json.loads(msg.data)["did_create"]
+    ack = await nc.request("D", b"x", timeout=2)
+    assert ack.data == b'{"stream":"D","domain":"hub","seq":1}'
+    info = await api(nc, "INFO")
+    assert info["domain"] == "hub"
+    assert list(info).index("domain") == list(info).index("api") - 1
+
+
+async def test_max_age_expires_on_a_timer(start: Start) -> None:
+    srv, nc = await start()
+    js = nc.jetstream()
+    await js.add_stream(name="AGE", subjects=["age"], max_age=0.4)
+    for _ in range(3):
+        await js.publish("age", b"x")
+    stream = srv.jetstream.streams["AGE"]
+    assert stream.state().msgs == 3
+    await asyncio.sleep(0.8)
+    state = stream.state()
+    assert (state.msgs, state.first_seq, state.last_seq) == (0, 4, 3)
+
+
+async def test_ttl_expiry_leaves_a_marker_that_expires_without_a_new_one(start: Start) -> None:
+    srv, nc = await start()
+    body = {
+        "name": "TTL",
+        "subjects": ["t.>"],
+        "allow_msg_ttl": True,
+        "subject_delete_marker_ttl": 1_000_000_000,
+    }
+    assert "error" not in await api(nc, "STREAM.CREATE.TTL", body)
+    js = nc.jetstream()
+    await js.publish("t.keep", b"stays")
+    await js.publish("t.a", b"goes", headers={"Nats-TTL": "1s"})
+    await asyncio.sleep(1.4)
+    got = await api(nc, "STREAM.MSG.GET.TTL", {"last_by_subj": "t.a"})
+    marker = got["message"]
+    assert marker["seq"] == 3
+    hdr = base64.b64decode(marker["hdrs"])
+    assert (
+        hdr == b"NATS/1.0\r\nNats-Marker-Reason: MaxAge\r\nNats-TTL: 1s\r\nNats-Rollup: sub\r\n\r\n"
+    )
+    await asyncio.sleep(1.2)
+    state = srv.jetstream.streams["TTL"].state()
+    assert (state.msgs, state.last_seq) == (1, 3), "the marker's own expiry made a new marker"
+
+
+async def test_rollup_all_keeps_only_the_new_message(start: Start) -> None:
+    _, nc = await start()
+    js = nc.jetstream()
+    await js.add_stream(name="RU", subjects=["ru.>"], allow_rollup_hdrs=True)
+    for subject in ("ru.a", "ru.b", "ru.a"):
+        await js.publish(subject, b"x")
+    await js.publish("ru.c", b"last", headers={"Nats-Rollup": "all"})
+    info = await js.stream_info("RU")
+    assert (info.state.messages, info.state.first_seq, info.state.last_seq) == (1, 4, 4)
+    bad = await nc.request("ru.a", b"x", headers={"Nats-Rollup": "some"}, timeout=2)
+    assert json.loads(bad.data)["error"]["description"] == 'rollup value invalid: "some"'
+
+
+async def test_republish_sends_stored_messages_on(start: Start) -> None:
+    _, nc = await start()
+    body = {"name": "RP", "subjects": ["rp.>"], "republish": {"src": "rp.>", "dest": "out.>"}}
+    assert "error" not in await api(nc, "STREAM.CREATE.RP", body)
+    sub = await nc.subscribe("out.>")
+    js = nc.jetstream()
+    await js.publish("rp.a", b"one", headers={"X-Id": "1"})
+    await js.publish("rp.a", b"two")
+    first = await sub.next_msg(timeout=2)
+    second = await sub.next_msg(timeout=2)
+    assert first.subject == "out.a" and first.data == b"one"
+    assert first.headers is not None and first.headers["X-Id"] == "1"
+    assert first.headers["Nats-Stream"] == "RP"
+    assert first.headers["Nats-Subject"] == "rp.a"
+    assert first.headers["Nats-Sequence"] == "1"
+    assert first.headers["Nats-Last-Sequence"] == "0"
+    assert second.headers is not None and second.headers["Nats-Last-Sequence"] == "1"
+
+
+async def test_republish_headers_only(start: Start) -> None:
+    _, nc = await start()
+    republish = {"src": "h.*", "dest": "ho.$1", "headers_only": True}
+    body = {"name": "HO", "subjects": ["h.*"], "republish": republish}
+    assert "error" not in await api(nc, "STREAM.CREATE.HO", body)
+    sub = await nc.subscribe("ho.*")
+    await nc.jetstream().publish("h.k", b"12345")
+    msg = await sub.next_msg(timeout=2)
+    assert msg.subject == "ho.k" and msg.data == b""
+    assert msg.headers is not None and msg.headers["Nats-Msg-Size"] == "5"
+
+
+async def test_subject_transform_applies_before_storing(start: Start) -> None:
+    _, nc = await start()
+    body = {
+        "name": "TR",
+        "subjects": ["in.*"],
+        "subject_transform": {"src": "in.*", "dest": "out.$1"},
+    }
+    assert "error" not in await api(nc, "STREAM.CREATE.TR", body)
+    js = nc.jetstream()
+    await js.publish("in.a", b"x")
+    msg = await js.get_msg("TR", 1)
+    assert msg.subject == "out.a"
+    info = await js.stream_info("TR", subjects_filter=">")
+    assert info.state.subjects == {"out.a": 1}
+
+
+async def test_markers_are_recognised_after_a_restart(tmp_path: Path, start: Start) -> None:
+    store = str(tmp_path / "markers")
+    srv, nc = await start(store_dir=store)
+    body = {
+        "name": "MK",
+        "subjects": ["mk.>"],
+        "allow_msg_ttl": True,
+        "subject_delete_marker_ttl": 2_000_000_000,
+    }
+    assert "error" not in await api(nc, "STREAM.CREATE.MK", body)
+    # A TTL below the markers' TTL is raised to it: this message lives 2s.
+    await nc.jetstream().publish("mk.a", b"x", headers={"Nats-TTL": "1s"})
+    stream = srv.jetstream.streams["MK"]
+    for _ in range(100):
+        if stream.state().last_seq == 2:
+            break
+        await asyncio.sleep(0.05)
+    assert stream.markers == {2}
+    await nc.close()
+    await srv.shutdown()
+    srv, _ = await start(store_dir=store)
+    assert srv.jetstream.streams["MK"].markers == {2}
+
+
+async def test_interest_retention_without_interest_stores_nothing(start: Start) -> None:
+    srv, nc = await start()
+    js = nc.jetstream()
+    await js.add_stream(name="INTEREST", subjects=["interest"], retention="interest")
+    first = await js.publish("interest", b"x", headers={"Nats-Msg-Id": "a"})
+    again = await js.publish("interest", b"x", headers={"Nats-Msg-Id": "a"})
+    assert (first.seq, again.seq, again.duplicate) == (1, 1, True)
+    stream = srv.jetstream.streams["INTEREST"]
+    state = stream.state()
+    assert (state.msgs, state.first_seq, state.last_seq) == (0, 2, 1)
+    stream.interest_filters.append("interest")
+    assert (await js.publish("interest", b"kept")).seq == 2
+    assert stream.state().msgs == 1
