@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Callable
 
 import nats
 import pytest
@@ -22,9 +23,16 @@ async def collect(nc: nats.NATS, subject: str, queue: str = "") -> list[Msg]:
     return got
 
 
-async def settle(nc: nats.NATS) -> None:
+async def settle(nc: nats.NATS, until: Callable[[], bool] | None = None) -> None:
+    """Flush, then wait briefly (up to 5 s while ``until`` is false) for deliveries to land."""
     await nc.flush()
     await asyncio.sleep(0.05)
+    if until is None:
+        return
+    for _ in range(250):
+        if until():
+            return
+        await asyncio.sleep(0.02)
 
 
 async def test_wildcards_route_to_the_right_subscribers(any_shared_server: ServerProcess) -> None:
@@ -34,7 +42,7 @@ async def test_wildcards_route_to_the_right_subscribers(any_shared_server: Serve
     exact = await collect(nc, "w.a.b")
     for subject in ("w.a.b", "w.x.b", "w.a.c", "w.a.b.c"):
         await nc.publish(subject, subject.encode())
-    await settle(nc)
+    await settle(nc, lambda: len(full) == 4)
     assert [m.subject for m in star] == ["w.a.b", "w.x.b"]
     assert [m.subject for m in full] == ["w.a.b", "w.x.b", "w.a.c", "w.a.b.c"]
     assert [m.data for m in exact] == [b"w.a.b"]
@@ -47,7 +55,7 @@ async def test_queue_group_gets_each_message_once(any_shared_server: ServerProce
     plain = await collect(nc, "q.work")
     for i in range(300):
         await nc.publish("q.work", str(i).encode())
-    await settle(nc)
+    await settle(nc, lambda: len(plain) == 300 and sum(map(len, members)) == 300)
     received = [m.data for member in members for m in member]
     assert sorted(received, key=int) == [str(i).encode() for i in range(300)]
     assert all(len(member) > 30 for member in members), [len(m) for m in members]
@@ -102,7 +110,7 @@ async def test_echo_false_skips_own_messages(any_shared_server: ServerProcess) -
     await quiet.publish("echo.test", b"from quiet")
     await other.publish("echo.test", b"from other")
     await settle(quiet)
-    await settle(other)
+    await settle(other, lambda: len(theirs) == 2 and len(own) == 1)
     assert [m.data for m in own] == [b"from other"]
     assert sorted(m.data for m in theirs) == [b"from other", b"from quiet"]
     await quiet.close()
@@ -114,8 +122,7 @@ async def test_large_payload_round_trips(any_shared_server: ServerProcess) -> No
     got = await collect(nc, "big")
     payload = bytes(range(256)) * 4000  # ~1 MB, just under max_payload
     await nc.publish("big", payload)
-    await settle(nc)
-    await asyncio.sleep(0.1)
+    await settle(nc, lambda: bool(got))
     assert [m.data for m in got] == [payload]
     await nc.close()
 
@@ -142,6 +149,6 @@ async def test_fanout_counts(any_shared_server: ServerProcess) -> None:
     boxes = [await collect(nc, "fan.out") for _ in range(5)]
     for i in range(20):
         await nc.publish("fan.out", str(i).encode())
-    await settle(nc)
+    await settle(nc, lambda: sum(map(len, boxes)) == 100)
     assert Counter(len(b) for b in boxes) == Counter({20: 5})
     await nc.close()

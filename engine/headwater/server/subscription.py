@@ -22,7 +22,20 @@ class Receiver(Protocol):
 class Subscription:
     """One SUB. Hashes by identity, so the sublist can hold two equal-looking subscriptions."""
 
-    __slots__ = ("callback", "client", "delivered", "max_msgs", "queue", "sid", "sid_b", "subject")
+    __slots__ = (
+        "callback",
+        "client",
+        "delivered",
+        "max_msgs",
+        "msg_heads",
+        "queue",
+        "sid",
+        "sid_b",
+        "subject",
+    )
+
+    #: Cached ``MSG <subject> <sid> `` prefixes kept per subscription (see ``msg_heads``).
+    MAX_MSG_HEADS = 64
 
     def __init__(
         self,
@@ -40,6 +53,9 @@ class Subscription:
         self.max_msgs = 0  # auto-unsubscribe after this many deliveries; 0 means never
         self.delivered = 0
         self.callback = callback
+        # Encoded "MSG <subject> <sid> " per delivered subject: a subscriber usually sees the
+        # same few subjects, and formatting the line is a large part of a delivery's cost.
+        self.msg_heads: dict[str, bytes] = {}
 
     def __repr__(self) -> str:
         return f"Subscription(cid={self.client.cid}, subject={self.subject!r}, sid={self.sid!r})"

@@ -58,6 +58,7 @@ class ClientConnection(asyncio.Protocol):
         self.subs: dict[str, Subscription] = {}
         self.out: list[bytes] = []
         self.out_size = 0
+        self._room = server.settings.max_pending
         self.flush_scheduled = False
         self.closed = False
         # CONNECT options.
@@ -318,10 +319,20 @@ class ClientConnection(asyncio.Protocol):
             return
         if hdr is not None and not self.headers:
             hdr = None
-        data = encoder.msg(subject.encode(), sub.sid_b, reply.encode(), hdr, payload)
-        self.out_msgs += 1
-        self.out_bytes += len(payload) + (len(hdr) if hdr is not None else 0)
-        self.send(data)
+        if hdr is None and not reply:
+            head = sub.msg_heads.get(subject)
+            if head is None:
+                if len(sub.msg_heads) >= sub.MAX_MSG_HEADS:
+                    sub.msg_heads.clear()
+                head = sub.msg_heads[subject] = b"MSG %s %s " % (subject.encode(), sub.sid_b)
+            self.out_msgs += 1
+            self.out_bytes += len(payload)
+            self.send(b"%s%d\r\n%s\r\n" % (head, len(payload), payload))
+        else:
+            data = encoder.msg(subject.encode(), sub.sid_b, reply.encode(), hdr, payload)
+            self.out_msgs += 1
+            self.out_bytes += len(payload) + (len(hdr) if hdr is not None else 0)
+            self.send(data)
         sub.delivered += 1
         if sub.max_msgs and sub.delivered >= sub.max_msgs:
             self.remove_sub(sub)
@@ -329,6 +340,17 @@ class ClientConnection(asyncio.Protocol):
     def send(self, data: bytes) -> None:
         self.out.append(data)
         self.out_size += len(data)
+        # Ask the transport for its buffer size only when the queue outgrows the room measured
+        # at the last flush: the call costs more than the rest of a small delivery.
+        if self.out_size > self._room:
+            self._check_pending()
+            if self.closed:
+                return
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            self.loop.call_soon(self.flush)
+
+    def _check_pending(self) -> None:
         max_pending = self.server.settings.max_pending
         if self.out_size + self._transport_pending() > max_pending:
             # Judge by what the kernel will not take, as nats-server does: a burst queued in
@@ -338,10 +360,6 @@ class ClientConnection(asyncio.Protocol):
             self.server.slow_consumers += 1
             log.info("cid:%d Slow Consumer Detected: MaxPending Exceeded", self.cid)
             self.close("Slow Consumer (Pending Bytes)", abort=True)
-            return
-        if not self.flush_scheduled:
-            self.flush_scheduled = True
-            self.loop.call_soon(self.flush)
 
     def _transport_pending(self) -> int:
         return self.transport.get_write_buffer_size() if self.transport is not None else 0
@@ -354,6 +372,7 @@ class ClientConnection(asyncio.Protocol):
         self.out = []
         self.out_size = 0
         self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        self._room = self.server.settings.max_pending - self.transport.get_write_buffer_size()
 
     def send_err(self, text: str) -> None:
         self.send(encoder.err(text))
