@@ -267,21 +267,56 @@ class Server:
             sub.client.deliver(sub, subject, reply, hdr, payload)
             delivered += 1
         for group in result.qsubs:
-            sub = random.choice(group)
-            if no_echo and sub.client is sender:
-                others = [s for s in group if s.client is not sender]
-                if not others:
-                    continue
-                sub = random.choice(others)
-            sub.client.deliver(sub, subject, reply, hdr, payload)
-            delivered += 1
+            sub = _pick(group, sender, no_echo)
+            if sub is not None:
+                sub.client.deliver(sub, subject, reply, hdr, payload)
+                delivered += 1
         if delivered:
             self.out_msgs += delivered
             self.out_bytes += delivered * size
         return delivered
 
+    def route_batch(
+        self, sender: Receiver, subject: str, payloads: list[bytes], total: int
+    ) -> None:
+        """Route plain messages (no reply, no headers) published back to back to one subject.
+
+        Same result as calling :meth:`route` for each, with one match and one write per
+        subscriber instead of one per message (queue groups still pick a member per message).
+        """
+        count = len(payloads)
+        self.in_msgs += count
+        self.in_bytes += total
+        result = self.sublist.match(subject)
+        no_echo = not sender.echo
+        out_msgs = out_bytes = 0
+        for sub in result.psubs:
+            if no_echo and sub.client is sender:
+                continue
+            sub.client.deliver_batch(sub, subject, payloads, total)
+            out_msgs += count
+            out_bytes += total
+        for group in result.qsubs:
+            for payload in payloads:
+                sub = _pick(group, sender, no_echo)
+                if sub is not None:
+                    sub.client.deliver(sub, subject, "", None, payload)
+                    out_msgs += 1
+                    out_bytes += len(payload)
+        self.out_msgs += out_msgs
+        self.out_bytes += out_bytes
+
     def num_subscriptions(self) -> int:
         return self.sublist.count
+
+
+def _pick(group: tuple[Subscription, ...], sender: Receiver, no_echo: bool) -> Subscription | None:
+    """One member of a queue group, at random; never the sender itself when echo is off."""
+    sub = random.choice(group)
+    if no_echo and sub.client is sender:
+        others = [s for s in group if s.client is not sender]
+        return random.choice(others) if others else None
+    return sub
 
 
 def _display_host(host: str) -> str:

@@ -18,6 +18,10 @@ class Receiver(Protocol):
         self, sub: Subscription, subject: str, reply: str, hdr: bytes | None, payload: bytes
     ) -> None: ...
 
+    def deliver_batch(
+        self, sub: Subscription, subject: str, payloads: list[bytes], total: int
+    ) -> None: ...
+
 
 class Subscription:
     """One SUB. Hashes by identity, so the sublist can hold two equal-looking subscriptions."""

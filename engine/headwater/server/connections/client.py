@@ -183,12 +183,33 @@ class ClientConnection(asyncio.Protocol):
             self.close(exc.text or "Protocol Violation")
             return
         self.last_activity = time.time()
-        for op in ops:
-            kind = op[0]
-            if kind == PUB:
+        batching = self.connected and not (self.verbose or self.pedantic)
+        count = len(ops)
+        i = 0
+        while i < count:
+            op = ops[i]
+            if op[0] != PUB:
+                if not self._control_op(op):
+                    return
+                batching = self.connected and not (self.verbose or self.pedantic)
+                i += 1
+                continue
+            j = i + 1
+            if batching and not op[2] and op[3] is None:
+                # Consecutive plain PUBs to one subject are routed as a batch: one match and
+                # one write per subscriber. Any other operation ends the batch, so ordering
+                # against SUB/UNSUB and other subjects is kept.
+                subject = op[1]
+                while j < count:
+                    nxt = ops[j]
+                    if nxt[0] != PUB or nxt[1] != subject or nxt[2] or nxt[3] is not None:
+                        break
+                    j += 1
+            if j - i > 1:
+                self._on_pub_batch(op[1], [o[4] for o in ops[i:j]])
+            else:
                 self._on_pub(op[1], op[2], op[3], op[4])
-            elif not self._control_op(op):
-                return
+            i = j
             if self.closed:
                 return
 
@@ -223,6 +244,13 @@ class ClientConnection(asyncio.Protocol):
         delivered = self.server.route(self, subject, reply, hdr, payload, size)
         if not delivered and reply and self.no_responders:
             self._send_no_responders(reply)
+
+    def _on_pub_batch(self, subject: str, payloads: list[bytes]) -> None:
+        """Several plain PUBs (no reply, no headers) to one subject, from a connected client."""
+        total = sum(map(len, payloads))
+        self.in_msgs += len(payloads)
+        self.in_bytes += total
+        self.server.route_batch(self, subject, payloads, total)
 
     def _control_op(self, op: tuple[Any, ...]) -> bool:
         """Handle a non-PUB operation; False means the connection was closed."""
@@ -320,11 +348,7 @@ class ClientConnection(asyncio.Protocol):
         if hdr is not None and not self.headers:
             hdr = None
         if hdr is None and not reply:
-            head = sub.msg_heads.get(subject)
-            if head is None:
-                if len(sub.msg_heads) >= sub.MAX_MSG_HEADS:
-                    sub.msg_heads.clear()
-                head = sub.msg_heads[subject] = b"MSG %s %s " % (subject.encode(), sub.sid_b)
+            head = _msg_head(sub, subject)
             self.out_msgs += 1
             self.out_bytes += len(payload)
             self.send(b"%s%d\r\n%s\r\n" % (head, len(payload), payload))
@@ -336,6 +360,30 @@ class ClientConnection(asyncio.Protocol):
         sub.delivered += 1
         if sub.max_msgs and sub.delivered >= sub.max_msgs:
             self.remove_sub(sub)
+
+    def deliver_batch(
+        self, sub: Subscription, subject: str, payloads: list[bytes], total: int
+    ) -> None:
+        """Plain messages (no reply, no headers) for one subscription, in one write."""
+        if self.closed:
+            return
+        if sub.max_msgs:
+            for payload in payloads:
+                if sub.sid not in self.subs:
+                    return
+                self.deliver(sub, subject, "", None, payload)
+            return
+        head = _msg_head(sub, subject)
+        size = len(payloads[0])
+        if total == size * len(payloads) and all(len(p) == size for p in payloads):
+            lead = b"%s%d\r\n" % (head, size)
+            data = lead + (b"\r\n" + lead).join(payloads) + b"\r\n"
+        else:
+            data = b"".join([b"%s%d\r\n%s\r\n" % (head, len(p), p) for p in payloads])
+        self.out_msgs += len(payloads)
+        self.out_bytes += total
+        sub.delivered += len(payloads)
+        self.send(data)
 
     def send(self, data: bytes) -> None:
         self.out.append(data)
@@ -457,3 +505,13 @@ def _set_reset_on_close(sock: Any, reset: bool) -> None:
 
 def _valid_queue(queue: str) -> bool:
     return bool(queue) and not any(c in queue for c in " \t\r\n")
+
+
+def _msg_head(sub: Subscription, subject: str) -> bytes:
+    """``MSG <subject> <sid> `` for ``sub``, cached: subscribers see the same few subjects."""
+    head = sub.msg_heads.get(subject)
+    if head is None:
+        if len(sub.msg_heads) >= sub.MAX_MSG_HEADS:
+            sub.msg_heads.clear()
+        head = sub.msg_heads[subject] = b"MSG %s %s " % (subject.encode(), sub.sid_b)
+    return head

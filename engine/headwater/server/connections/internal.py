@@ -60,6 +60,12 @@ class InternalClient:
         assert sub.callback is not None
         sub.callback(sub, subject, reply, hdr, payload)
 
+    def deliver_batch(
+        self, sub: Subscription, subject: str, payloads: list[bytes], total: int
+    ) -> None:
+        for payload in payloads:
+            self.deliver(sub, subject, "", None, payload)
+
     def close(self) -> None:
         for sub in self.subs:
             self.server.unsubscribe(sub)
