@@ -1,0 +1,26 @@
+"""The README's first command: the demo must run to the end on a fresh checkout."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_demo_runs_end_to_end() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "demo.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "reply: REQUEST/REPLY WORKS" in out
+    assert "no responders" in out
+    assert "stored order 4 at sequence 5" in out
+    assert "ORDERS holds 5 messages" in out
+    assert "demo finished" in out
