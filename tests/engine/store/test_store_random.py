@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from headwater.server.routing.subjects import subject_matches
 from headwater.server.store import (
     StoreConfig,
     StoreError,
@@ -25,7 +26,6 @@ from headwater.server.store import (
     seqindex,
 )
 from headwater.server.store.base import file_msg_size, memory_msg_size
-from headwater.server.store.subjects import subject_matches
 
 MakeStore = Callable[..., StreamStore]
 SUBJECTS = ["a.1", "a.2", "a.3", "b.1", "b.2", "c", "a.1.x"]
@@ -127,7 +127,9 @@ class Model:
             if keep > 0:
                 return 0 if keep >= len(self.msgs) else self.compact(self.last - keep + 1)
             return 0
-        match = sorted(s for s, m in self.msgs.items() if subject_matches(m[0], subject))
+        match = sorted(
+            s for s, m in self.msgs.items() if not subject or subject_matches(subject, m[0])
+        )
         if not match:
             return 0
         count = len(match)
@@ -156,7 +158,9 @@ class Model:
         self._fix_first()
 
     def matching(self, filter: str) -> list[int]:
-        return sorted(s for s, m in self.msgs.items() if subject_matches(m[0], filter))
+        return sorted(
+            s for s, m in self.msgs.items() if not filter or subject_matches(filter, m[0])
+        )
 
 
 def compare(store: StreamStore, model: Model, rng: random.Random) -> None:

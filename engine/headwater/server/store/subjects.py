@@ -18,6 +18,8 @@ from array import array
 from collections.abc import Callable
 from functools import lru_cache
 
+from headwater.server.routing.subjects import is_literal
+
 FIRST_STALE = 1
 LAST_STALE = 2
 
@@ -28,12 +30,6 @@ filter, so this bounds the cost of a new subject (~0.3 µs per filter)."""
 
 def is_all(filter: str) -> bool:
     return filter == "" or filter == ">"
-
-
-def has_wildcard(filter: str) -> bool:
-    if "*" not in filter and ">" not in filter:
-        return False
-    return any(t == "*" or t == ">" for t in filter.split("."))
 
 
 @lru_cache(maxsize=1024)
@@ -49,14 +45,6 @@ def compile_filter(filter: str) -> Callable[[str], object]:
         else:
             parts.append(re.escape(tok))
     return re.compile(r"\.".join(parts), re.DOTALL).fullmatch
-
-
-def subject_matches(subject: str, filter: str) -> bool:
-    if is_all(filter):
-        return True
-    if not has_wildcard(filter):
-        return subject == filter
-    return compile_filter(filter)(subject) is not None
 
 
 class SubjectTable:
@@ -121,7 +109,7 @@ class SubjectTable:
         """Ids of subjects matching ``filter``; ``None`` means every subject."""
         if is_all(filter):
             return None
-        if not has_wildcard(filter):
+        if is_literal(filter):
             x = self.ids.get(filter)
             return set() if x is None else {x}
         members = self._cache.pop(filter, None)
