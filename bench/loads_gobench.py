@@ -52,8 +52,19 @@ def ensure_gobench() -> Path:
     return binary
 
 
-def gobench(binary: Path, url: str, scenario: str, msgs: int, size: int) -> tuple[Throughput, str]:
-    """Run one gobench scenario (``core_pub`` or ``core_pubsub``); returns the run and client."""
+def gobench(
+    binary: Path,
+    url: str,
+    scenario: str,
+    msgs: int,
+    size: int,
+    extra: list[str] | None = None,
+    timeout: float = 180,
+) -> tuple[Throughput, str]:
+    """Run one gobench scenario; returns the run and the client library.
+
+    ``extra`` carries scenario flags such as ``-storage memory`` or ``-window 256``.
+    """
     done = subprocess.run(
         [
             str(binary),
@@ -65,10 +76,11 @@ def gobench(binary: Path, url: str, scenario: str, msgs: int, size: int) -> tupl
             str(msgs),
             "-size",
             str(size),
+            *(extra or []),
         ],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=timeout,
         check=False,
     )
     if done.returncode != 0:

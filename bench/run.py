@@ -1,11 +1,13 @@
 """Benchmark headwater-server against nats-server, both in the same run, with ratios.
 
-    python bench/run.py [--quick] [--only core|latency|conns] [--json out.json]
+    python bench/run.py [--quick] [--only core|latency|conns|js] [--json out.json]
 
 Scenarios (issue 2): core publish and pub/sub with 16-byte payloads (gobench and nats-py as
 loads), request/reply latency (nats-py), and 5,000 idle connections (server RSS). Every ratio
-is headwater / nats-server. Figures are printed, never asserted: speed on a shared 2-core
-machine is noisy, which is why both servers are measured side by side.
+is headwater / nats-server. Issue 3 adds JetStream (``--only js``, bench/js_scenarios.py): async
+publish with file storage in two durability modes and with memory storage, pull fetch, and a
+stream holding many messages (RSS, restart time). Figures are printed, never asserted: speed
+on a shared 2-core machine is noisy, which is why both servers are measured side by side.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import js_scenarios
 import report
 import scenarios
 from results import Measure
 from servers import nats_server_version, raise_fd_limit
 
-GROUPS = ("core", "latency", "conns")
+GROUPS = ("core", "latency", "conns", "js")
 
 
 def source_revision() -> str:
@@ -95,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         measures += scenarios.request_reply(plan)
     if "conns" in groups:
         measures += scenarios.idle_connections(plan)
+    if "js" in groups:
+        measures += js_scenarios.jetstream(plan, machine)
 
     report.render(measures, machine)
     if args.json:

@@ -33,12 +33,20 @@ class Plan:
     latency_rounds: int
     idle_conns: int
     repeats: int
+    js_msgs: int  # JetStream async publishes per run (interval sync and memory storage)
+    js_durable_msgs: int  # the same with an fsync per ack: nats-server manages ~6k/s there
+    js_fetch_msgs: int
+    js_stored_msgs: int  # messages kept in a stream for the RSS and restart figures
+    store_bench_msgs: int  # --msgs for bench/store_bench.py
 
 
 FULL = Plan("full", gobench_msgs=2_000_000, natspy_msgs=300_000, requests=10_000,
-            latency_rounds=10, idle_conns=IDLE_TARGET_CONNS, repeats=3)  # fmt: skip
+            latency_rounds=10, idle_conns=IDLE_TARGET_CONNS, repeats=3, js_msgs=300_000,
+            js_durable_msgs=30_000, js_fetch_msgs=50_000, js_stored_msgs=2_000_000,
+            store_bench_msgs=2_000_000)  # fmt: skip
 QUICK = Plan("quick", gobench_msgs=100_000, natspy_msgs=20_000, requests=400,
-             latency_rounds=2, idle_conns=500, repeats=1)  # fmt: skip
+             latency_rounds=2, idle_conns=500, repeats=1, js_msgs=20_000, js_durable_msgs=2_000,
+             js_fetch_msgs=5_000, js_stored_msgs=50_000, store_bench_msgs=50_000)  # fmt: skip
 
 # A load takes the server URL and a message count.
 Load = Callable[[str, int], Throughput]
@@ -61,6 +69,7 @@ def _throughput(
     msgs: int,
     plan: Plan,
     target: Target | None,
+    server_args: dict[str, list[str]] | None = None,
 ) -> Measure:
     """Run ``load`` against both servers ``plan.repeats`` times; keep each server's best.
 
@@ -69,7 +78,7 @@ def _throughput(
     """
     runs: dict[str, list[Throughput]] = {kind: [] for kind in KINDS}
     busy: dict[str, list[float]] = {kind: [] for kind in KINDS}
-    with running_both() as servers:
+    with running_both(per_kind=server_args) as servers:
         for kind in KINDS:  # warm-up: connections, caches, the allocator's arenas
             load(servers[kind].url, max(1000, msgs // 10))
         for rep in range(plan.repeats):

@@ -31,9 +31,18 @@ def running(kind: str, args: list[str] | None = None) -> Iterator[ServerProcess]
 
 
 @contextlib.contextmanager
-def running_both(args: list[str] | None = None) -> Iterator[dict[str, ServerProcess]]:
-    """Both servers at once, so repeats can alternate between them (an idle server costs no CPU)."""
-    with running("headwater", args) as headwater, running("nats", args) as nats:
+def running_both(
+    args: list[str] | None = None, per_kind: dict[str, list[str]] | None = None
+) -> Iterator[dict[str, ServerProcess]]:
+    """Both servers at once, so repeats can alternate between them (an idle server costs no CPU).
+
+    ``per_kind`` gives each server its own arguments (JetStream runs use one config file each).
+    """
+    chosen = per_kind or {}
+    with (
+        running("headwater", chosen.get("headwater", args)) as headwater,
+        running("nats", chosen.get("nats", args)) as nats,
+    ):
         yield {"headwater": headwater, "nats": nats}
 
 

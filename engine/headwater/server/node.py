@@ -30,6 +30,10 @@ from headwater.server.subscription import Receiver, Subscription
 
 log = logging.getLogger("headwater.server")
 
+#: Subjects by convention used for one message each (request inboxes, JetStream acks): not
+#: worth a place in the match cache, where they would evict the subjects publishers reuse.
+ONE_SHOT_PREFIXES = ("_INBOX.", "$JS.ACK.")
+
 #: Closed connections remembered for /connz?state=closed (nats-server keeps 10,000).
 CLOSED_HISTORY = 1000
 
@@ -258,7 +262,7 @@ class Server:
         """Deliver one message to every matching subscription; returns how many got it."""
         self.in_msgs += 1
         self.in_bytes += size
-        result = self.sublist.match(subject)
+        result = self.sublist.match(subject, not subject.startswith(ONE_SHOT_PREFIXES))
         delivered = 0
         no_echo = not sender.echo
         for sub in result.psubs:

@@ -32,7 +32,15 @@ from .gojson import GoJSONError, GoType, decode_struct, loads
 from .versioning import JS_API_LEVEL
 from .wire import dumps
 
-__all__ = ["ROUTES", "ApiRouter", "Request", "Route", "decode_request", "response_type"]
+__all__ = [
+    "CONSUMER_ROUTES",
+    "ROUTES",
+    "ApiRouter",
+    "Request",
+    "Route",
+    "decode_request",
+    "response_type",
+]
 
 log = logging.getLogger("headwater.jetstream")
 
@@ -44,7 +52,8 @@ _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
 
 @dataclass(frozen=True)
 class Route:
-    """One API endpoint. ``pattern`` tokens are literal or ``*`` (exactly one token)."""
+    """One API endpoint. ``pattern`` tokens are literal, ``*`` (exactly one token) or a final
+    ``>`` (one or more tokens: a consumer filter subject inside the create subject)."""
 
     pattern: tuple[str, ...]
     handler: str
@@ -75,8 +84,41 @@ ROUTES: tuple[Route, ...] = (
     Route(("STREAM", "PEER", "REMOVE", "*"), "cluster_required", "stream_remove_peer"),
 )
 
+#: Consumer endpoints, served by :class:`headwater.server.consumers.api.ConsumerApi` (the
+#: service hands the router ``ROUTES + CONSUMER_ROUTES``).
+CONSUMER_ROUTES: tuple[Route, ...] = (
+    Route(("CONSUMER", "CREATE", "*"), "consumer_create", "consumer_create"),
+    Route(("CONSUMER", "CREATE", "*", "*"), "consumer_create", "consumer_create"),
+    Route(("CONSUMER", "CREATE", "*", "*", ">"), "consumer_create", "consumer_create"),
+    Route(
+        ("CONSUMER", "DURABLE", "CREATE", "*", "*"), "consumer_durable_create", "consumer_create"
+    ),
+    Route(("CONSUMER", "INFO", "*", "*"), "consumer_info", "consumer_info"),
+    Route(("CONSUMER", "DELETE", "*", "*"), "consumer_delete", "consumer_delete"),
+    Route(
+        ("CONSUMER", "NAMES", "*"),
+        "consumer_names",
+        "consumer_names",
+        {**_PAGED, "consumers": ()},
+    ),
+    Route(
+        ("CONSUMER", "LIST", "*"),
+        "consumer_list",
+        "consumer_list",
+        {**_PAGED, "consumers": ()},
+    ),
+    Route(("CONSUMER", "PAUSE", "*", "*"), "consumer_pause", "consumer_pause"),
+    Route(
+        ("CONSUMER", "LEADER", "STEPDOWN", "*", "*"), "cluster_required", "consumer_leader_stepdown"
+    ),
+)
+
 #: Second-level API namespaces we subscribe to (``DIRECT`` is left to the streams).
-NAMESPACES = ("STREAM", "CONSUMER", "META", "SERVER", "ACCOUNT")
+NAMESPACES = ("STREAM", "META", "SERVER", "ACCOUNT")
+#: ``CONSUMER.<verb>`` namespaces we subscribe to. ``MSG`` is left out: each pull consumer
+#: subscribes its own ``CONSUMER.MSG.NEXT`` subject, so a request for a consumer that does not
+#: exist finds no subscriber and gets the no-responders status at once, as from nats-server.
+CONSUMER_VERBS = ("CREATE", "DURABLE", "INFO", "DELETE", "NAMES", "LIST", "PAUSE", "LEADER")
 
 
 @dataclass
@@ -96,6 +138,13 @@ Handler = Callable[[Request], Awaitable["dict[str, Any] | None"]]
 def match_route(tokens: list[str], routes: tuple[Route, ...] = ROUTES) -> Route | None:
     for route in routes:
         pattern = route.pattern
+        if pattern[-1] == ">":
+            if len(tokens) < len(pattern):
+                continue
+            pattern = pattern[:-1]
+            if all(p == "*" or p == t for p, t in zip(pattern, tokens, strict=False)):
+                return route
+            continue
         if len(pattern) != len(tokens):
             continue
         if all(p == "*" or p == t for p, t in zip(pattern, tokens, strict=True)):
@@ -120,8 +169,10 @@ class ApiRouter:
         handlers: object,
         stats: ApiStats,
         prefixes: tuple[str, ...],
+        routes: tuple[Route, ...] = ROUTES,
     ) -> None:
         self.client = client
+        self.routes = routes
         self.handlers = handlers
         self.stats = stats
         self.prefixes = prefixes
@@ -136,6 +187,9 @@ class ApiRouter:
             self._subs.append(self.client.subscribe(f"{prefix}.*", handler))
             for namespace in NAMESPACES:
                 self._subs.append(self.client.subscribe(f"{prefix}.{namespace}.>", handler))
+            for verb in CONSUMER_VERBS:
+                subject = f"{prefix}.CONSUMER.{verb}.>"
+                self._subs.append(self.client.subscribe(subject, handler))
         self._worker = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
@@ -155,7 +209,7 @@ class ApiRouter:
             sub: Subscription, subject: str, reply: str, hdr: bytes | None, payload: bytes
         ) -> None:
             tokens = subject.split(".")[depth:]
-            route = match_route(tokens)
+            route = match_route(tokens, self.routes)
             if route is None:
                 return
             self._queue.put_nowait((route, Request(subject, reply, hdr, bytes(payload), tokens)))

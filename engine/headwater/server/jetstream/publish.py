@@ -213,4 +213,6 @@ def process(stream: Stream, subject: str, reply: str, hdr: bytes | None, payload
         stream.store.purge("", 0, 1)
     if stream.republish_transform is not None:
         stream.republish(subject, hdr, payload, seq, ts, last_on_subject)
+    if stream.hungry:
+        stream.signal_consumers(subject)
     stream.reply_ok(respond, seq)

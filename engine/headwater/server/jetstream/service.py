@@ -18,14 +18,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from headwater.server.connections.internal import InternalClient
+from headwater.server.consumers.api import ConsumerApi
+from headwater.server.consumers.manager import ConsumerManager
 from headwater.server.store import StoreConfig, StreamStore, SyncPolicy, open_store
 
 from . import errors, layout
 from .accountinfo import ApiStats, Resources, account_info
-from .api import ApiRouter
+from .api import CONSUMER_ROUTES, ROUTES, ApiRouter
 from .stream import Stream, store_limits
 from .streamapi import StreamApi
 from .streamconfig import StreamConfig
+from .templateapi import TEMPLATE_ROUTES, TemplateApi
+from .templates import TemplateManager
 from .versioning import JS_API_LEVEL
 
 if TYPE_CHECKING:
@@ -34,6 +38,19 @@ if TYPE_CHECKING:
 __all__ = ["JetStreamService"]
 
 log = logging.getLogger("headwater.server")
+
+
+class _Handlers:
+    """The router's handler object: stream handlers, then consumer handlers, by name."""
+
+    def __init__(self, *parts: object) -> None:
+        self._parts = parts
+
+    def __getattr__(self, name: str) -> Any:
+        for part in self._parts:
+            if hasattr(part, name):
+                return getattr(part, name)
+        raise AttributeError(name)
 
 
 def sync_policy(interval: float) -> SyncPolicy:
@@ -64,6 +81,8 @@ class JetStreamService:
         self.api_prefixes = tuple(prefixes)
         self.client: InternalClient | None = None
         self.router: ApiRouter | None = None
+        self.consumers = ConsumerManager(self)
+        self.templates = TemplateManager(self)
 
     @property
     def server_name(self) -> str:
@@ -86,7 +105,12 @@ class JetStreamService:
         self.client = InternalClient(self.server, "JetStream")
         self.server.jetstream = self
         await self._recover()
-        self.router = ApiRouter(self.client, StreamApi(self), self.stats, self.api_prefixes)
+        self.templates.recover()
+        handlers = _Handlers(
+            StreamApi(self), ConsumerApi(self, self.consumers), TemplateApi(self.templates)
+        )
+        routes = ROUTES + CONSUMER_ROUTES + TEMPLATE_ROUTES
+        self.router = ApiRouter(self.client, handlers, self.stats, self.api_prefixes, routes)
         self.router.start()
         log.info("Took %.2fms to start JetStream", (time.perf_counter() - began) * 1000)
 
@@ -95,8 +119,10 @@ class JetStreamService:
         if self.router is not None:
             await self.router.stop()
             self.router = None
+        await self.templates.close()
         for stream in list(self.streams.values()):
             try:
+                await self.consumers.close_stream(stream, deleted=False)
                 await stream.close()
             except Exception:
                 log.exception("error closing stream %r", stream.name)
@@ -117,6 +143,7 @@ class JetStreamService:
             except Exception as exc:
                 log.error('Error recreating stream "%s": %s', cfg.name, exc)
                 continue
+            self.consumers.recover(stream)
             log.info(
                 "  Restored %s messages for stream '$G > %s' in %.2fms",
                 f"{stream.state().msgs:,}",
@@ -190,6 +217,7 @@ class JetStreamService:
 
     async def delete_stream(self, name: str) -> None:
         stream = self.streams.pop(name)
+        await self.consumers.close_stream(stream, deleted=True)
         await stream.delete()
         if stream.directory is not None:
             await asyncio.to_thread(layout.remove_stream_dir, stream.directory)

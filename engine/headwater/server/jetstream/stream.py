@@ -21,7 +21,7 @@ import asyncio
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from headwater.server.connections.internal import InternalClient
 from headwater.server.protocol import headers
@@ -90,6 +90,12 @@ class Stream:
         self._direct_subs: list[Subscription] = []
         self.dedupe = publish.Dedupe(config.duplicate_window)
         self.markers: set[int] = set()
+        self.consumers: dict[str, Any] = {}
+        """name -> :class:`headwater.server.consumers.consumer.Consumer` (managed by
+        :class:`headwater.server.consumers.manager.ConsumerManager`)."""
+        self.hungry: set[Any] = set()
+        """Consumers with somewhere to deliver right now (pull requests waiting, push bound):
+        the only ones a stored message wakes."""
         self.interest_filters: list[str] = []
         """Subject filters of the consumers that hold interest ("" = everything); an interest
         retention stream stores only what one of them wants."""
@@ -213,6 +219,13 @@ class Stream:
         return self.store.state(deleted_details)
 
     def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
+        """STREAM.PURGE (see :meth:`_purge`), then let the consumers catch up with it."""
+        purged = self._purge(subject, seq, keep)
+        for consumer in self.consumers.values():
+            consumer.purged()
+        return purged
+
+    def _purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
         """STREAM.PURGE: everything, a subject, below ``seq``, or all but the newest ``keep``.
 
         "Keep the newest N of the whole stream" is resolved here to a sequence floor that
@@ -298,6 +311,49 @@ class Stream:
             if msg.hdr and publish.MARKER_REASON.encode() in msg.hdr:
                 self.markers.add(msg.seq)
             seq = msg.seq + 1
+
+    # --- consumers -----------------------------------------------------------------------
+
+    def signal_consumers(self, subject: str) -> None:
+        """A message was stored on ``subject``: wake the waiting consumers that want it."""
+        for consumer in self.hungry:
+            consumer.on_stored(subject)
+
+    def consumer_done(self, seq: int, consumer: Any) -> None:
+        """Interest/workqueue retention: ``consumer`` acked ``seq``; drop it once nobody needs it.
+
+        Workqueue streams drop it on the ack; interest streams once no other consumer whose
+        filter matches still has it ahead of it or awaiting an ack.
+        """
+        if self.config.retention == "workqueue":
+            self.store.remove_msg(seq)
+            return
+        msg = self.store.load_msg(seq)
+        if msg is None:
+            return
+        for other in self.consumers.values():
+            if other is not consumer and other.needs(seq, msg.subject):
+                return
+        self.store.remove_msg(seq)
+
+    def consumer_removed(self, consumer: Any) -> None:
+        """Interest retention: messages only the removed consumer still needed go away."""
+        if self.config.retention != "interest":
+            return
+        seqs = list(consumer.pending)
+        start = consumer.sseq
+        while True:
+            msg = self.store.load_next(">", start)
+            if msg is None:
+                break
+            seqs.append(msg.seq)
+            start = msg.seq + 1
+        for seq in seqs:
+            msg = self.store.load_msg(seq)
+            if msg is None or not consumer.wants(msg.subject):
+                continue
+            if not any(c.needs(seq, msg.subject) for c in self.consumers.values()):
+                self.store.remove_msg(seq)
 
     # --- replies -------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ def state_json(
     state: StreamState,
     subjects: dict[str, int] | None = None,
     deleted: list[int] | None = None,
+    consumer_count: int = 0,
 ) -> dict[str, Any]:
     """``StreamState`` as JSON. A stream that never held a message reports ``first_seq`` 0."""
     first_seq = state.first_seq if state.last_seq or state.msgs else 0
@@ -48,7 +49,7 @@ def state_json(
         out["num_deleted"] = state.num_deleted
     if deleted:
         out["deleted"] = deleted
-    out["consumer_count"] = 0
+    out["consumer_count"] = consumer_count
     return out
 
 
@@ -57,7 +58,7 @@ def info_plain(stream: Stream) -> dict[str, Any]:
     return {
         "config": config_to_json(stream.config),
         "created": rfc3339(stream.created_ns),
-        "state": state_json(stream.state()),
+        "state": state_json(stream.state(), consumer_count=len(stream.consumers)),
         "ts": rfc3339(time.time_ns()),
     }
 
@@ -67,7 +68,7 @@ def info_for_list(stream: Stream) -> dict[str, Any]:
     return {
         "config": config_to_json(stream.config, dynamic_metadata=False),
         "created": rfc3339(stream.created_ns),
-        "state": state_json(stream.state()),
+        "state": state_json(stream.state(), consumer_count=len(stream.consumers)),
         "ts": rfc3339(time.time_ns()),
     }
 
@@ -101,7 +102,12 @@ def info_for_request(
     body: dict[str, Any] = paging | {
         "config": config_to_json(stream.config),
         "created": rfc3339(stream.created_ns),
-        "state": state_json(state, subjects, state.deleted if deleted_details else None),
+        "state": state_json(
+            state,
+            subjects,
+            state.deleted if deleted_details else None,
+            consumer_count=len(stream.consumers),
+        ),
     }
     if domain:
         body["domain"] = domain

@@ -362,11 +362,13 @@ class Sublist:
 
     # ----------------------------------------------------------------- lookups
 
-    def match(self, subject: str) -> SublistResult:
+    def match(self, subject: str, cache: bool = True) -> SublistResult:
         """Subscribers interested in the literal ``subject``.
 
         A subject with an empty token matches nothing and is not cached (as in nats-server).
-        Wildcard characters in ``subject`` are ordinary token text.
+        Wildcard characters in ``subject`` are ordinary token text. ``cache=False`` still reads
+        the cache but doesn't add to it: for subjects used once (reply inboxes, ack subjects),
+        which would only evict useful entries and pay for the insert and the sweeps.
         """
         self._matches += 1
         result = self._cache.get(subject)
@@ -383,7 +385,7 @@ class Sublist:
             result = SublistResult(tuple(psubs), tuple([tuple(g) for g in qsubs.values()]))
         else:
             result = EMPTY_RESULT
-        if self._cache_enabled:
+        if self._cache_enabled and cache:
             self._cache[subject] = result
             self._add_ckey(subject, toks)
             if len(self._cache) > self._cache_max:

@@ -1,0 +1,208 @@
+"""Handlers of the consumer endpoints of ``$JS.API`` (routes in :data:`..jetstream.api.ROUTES`).
+
+``CONSUMER.MSG.NEXT`` is not here: like nats-server, each pull consumer subscribes its own
+next-message subject (see :mod:`.manager`), since its answers are messages, not API replies.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from headwater.server.jetstream import errors
+from headwater.server.jetstream.api import Request
+from headwater.server.jetstream.consumerconfig import ConsumerRequest, parse_consumer_request
+from headwater.server.jetstream.consumerconfig_validate import (
+    apply_consumer_defaults,
+    validate_consumer,
+)
+from headwater.server.jetstream.layout import parse_time
+from headwater.server.jetstream.wire import is_empty_request, rfc3339
+
+from . import config as ccfg
+from .consumer import Consumer
+from .manager import ConsumerManager
+
+if TYPE_CHECKING:
+    from headwater.server.jetstream.service import JetStreamService
+    from headwater.server.jetstream.stream import Stream
+
+__all__ = ["ConsumerApi", "consumer_info"]
+
+NAMES_LIMIT = 1024
+LIST_LIMIT = 256
+
+
+def _seq_info(cseq: int, sseq: int, active: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"consumer_seq": cseq, "stream_seq": sseq}
+    if active:
+        out["last_active"] = rfc3339(active)
+    return out
+
+
+def consumer_info(c: Consumer, leader: str) -> dict[str, Any]:
+    """ConsumerInfo as nats-server marshals it (zero ``last_active`` left out)."""
+    delivered_active = c.last_active if c.dseq else 0
+    info: dict[str, Any] = {
+        "stream_name": c.stream.name,
+        "name": c.name,
+        "created": rfc3339(c.created_ns),
+        "config": ccfg.config_json(c.config),
+        "delivered": _seq_info(c.dseq, c.delivered_stream_seq(), delivered_active),
+        "ack_floor": _seq_info(c.adflr, c.asflr, c.last_ack),
+        "num_ack_pending": len(c.pending),
+        "num_redelivered": len(c.rdc),
+        "num_waiting": len(c.waiting),
+        "num_pending": c.num_pending(fresh=True),
+    }
+    if leader:
+        info["cluster"] = {"leader": leader}
+    if c.push is not None and c.push.has_interest():
+        info["push_bound"] = True
+    if c.paused_until and c.paused_until > time.time_ns():
+        info["paused"] = True
+        info["pause_remaining"] = c.paused_until - time.time_ns()
+    info["ts"] = rfc3339(time.time_ns())
+    return info
+
+
+class ConsumerApi:
+    """The consumer handler object; the router calls these by name."""
+
+    def __init__(self, service: JetStreamService, manager: ConsumerManager) -> None:
+        self.service = service
+        self.manager = manager
+
+    def _stream(self, name: str) -> Stream:
+        stream = self.service.streams.get(name)
+        if stream is None:
+            raise errors.STREAM_NOT_FOUND.exc()
+        return stream
+
+    def _consumer(self, stream: Stream, name: str) -> Consumer:
+        consumer = stream.consumers.get(name)
+        if consumer is None:
+            raise errors.CONSUMER_NOT_FOUND.exc()
+        return consumer
+
+    def _info(self, c: Consumer) -> dict[str, Any]:
+        return consumer_info(c, "")
+
+    # --- create --------------------------------------------------------------------------
+
+    async def consumer_create(self, req: Request) -> dict[str, Any]:
+        # CONSUMER.CREATE.<stream>[.<name>[.<filter tokens>...]]
+        tokens = req.tokens
+        name = tokens[3] if len(tokens) > 3 else None
+        filter_subject = ".".join(tokens[4:]) if len(tokens) > 4 else None
+        creq = parse_consumer_request(req.body, tokens[2], name, filter_subject)
+        return await self._create(creq)
+
+    async def consumer_durable_create(self, req: Request) -> dict[str, Any]:
+        tokens = req.tokens
+        creq = parse_consumer_request(req.body, tokens[3], tokens[4], None, legacy_durable=True)
+        return await self._create(creq)
+
+    async def _create(self, creq: ConsumerRequest) -> dict[str, Any]:
+        stream = self._stream(creq.stream_name)
+        cfg = apply_consumer_defaults(creq.config, stream.config, pedantic=creq.pedantic)
+        name = cfg.name or cfg.durable_name
+        existing = stream.consumers.get(name) if name else None
+        others = [c.config for c in stream.consumers.values() if c is not existing]
+        cfg = validate_consumer(
+            cfg,
+            stream.config,
+            is_pull=not cfg.deliver_subject,
+            existing=existing.config if existing is not None else None,
+            action=creq.action,
+            others=others,
+        )
+        if existing is not None:
+            if cfg is not existing.config:
+                await self.manager.update(existing, cfg)
+            return self._info(existing)
+        limit = stream.config.max_consumers
+        if limit > 0 and len(stream.consumers) >= limit:
+            raise errors.MAXIMUM_CONSUMERS_LIMIT.exc()
+        if not name:
+            # An ephemeral's generated name is not written into its config (as nats-server).
+            name = self.manager.new_name(stream)
+        consumer = await self.manager.create(stream, name, cfg)
+        return self._info(consumer)
+
+    # --- reports -------------------------------------------------------------------------
+
+    async def consumer_info(self, req: Request) -> dict[str, Any]:
+        if not is_empty_request(req.body):
+            raise errors.NOT_EMPTY_REQUEST.exc()
+        stream = self._stream(req.tokens[2])
+        return self._info(self._consumer(stream, req.tokens[3]))
+
+    async def consumer_delete(self, req: Request) -> dict[str, Any]:
+        if not is_empty_request(req.body):
+            raise errors.NOT_EMPTY_REQUEST.exc()
+        stream = self._stream(req.tokens[2])
+        consumer = self._consumer(stream, req.tokens[3])
+        await self.manager.delete(consumer)
+        return {"success": True}
+
+    def _page(self, req: Request, stream: Stream) -> tuple[list[Consumer], int]:
+        offset = 0
+        if not is_empty_request(req.body):
+            try:
+                fields = orjson.loads(req.body)
+            except orjson.JSONDecodeError as exc:
+                raise errors.INVALID_JSON.exc(err=str(exc)) from None
+            if isinstance(fields, dict) and isinstance(fields.get("offset"), int):
+                offset = max(fields["offset"], 0)
+        consumers = sorted(stream.consumers.values(), key=lambda c: c.name)
+        return consumers, min(offset, len(consumers))
+
+    async def consumer_names(self, req: Request) -> dict[str, Any]:
+        stream = self._stream(req.tokens[2])
+        consumers, offset = self._page(req, stream)
+        page = [c.name for c in consumers[offset : offset + NAMES_LIMIT]]
+        return {"total": len(consumers), "offset": offset, "limit": NAMES_LIMIT, "consumers": page}
+
+    async def consumer_list(self, req: Request) -> dict[str, Any]:
+        stream = self._stream(req.tokens[2])
+        consumers, offset = self._page(req, stream)
+        page = [self._info(c) for c in consumers[offset : offset + LIST_LIMIT]]
+        return {
+            "total": len(consumers),
+            "offset": offset,
+            "limit": LIST_LIMIT,
+            "consumers": page,
+        }
+
+    async def consumer_pause(self, req: Request) -> dict[str, Any]:
+        stream = self._stream(req.tokens[2])
+        consumer = self._consumer(stream, req.tokens[3])
+        until = 0
+        raw: object = None
+        if not is_empty_request(req.body):
+            try:
+                fields = orjson.loads(req.body)
+            except orjson.JSONDecodeError as exc:
+                raise errors.INVALID_JSON.exc(err=str(exc)) from None
+            raw = fields.get("pause_until") if isinstance(fields, dict) else None
+            if isinstance(raw, str) and raw and not raw.startswith("0001-01-01"):
+                try:
+                    until = parse_time(raw)
+                except ValueError as exc:
+                    raise errors.INVALID_JSON.exc(err=str(exc)) from None
+        now = time.time_ns()
+        paused = until > now
+        # The pause shows in the config (and survives a restart) as nats-server's does.
+        text = raw if paused and isinstance(raw, str) else None
+        await self.manager.update(consumer, ccfg.with_pause(consumer.config, text))
+        consumer.set_pause(until if paused else 0)
+        out: dict[str, Any] = {
+            "paused": until > now,
+            "pause_until": rfc3339(until) if until else "0001-01-01T00:00:00Z",
+        }
+        if until > now:
+            out["pause_remaining"] = until - now
+        return out

@@ -1,0 +1,508 @@
+"""One consumer's runtime: what it has delivered, what awaits an ack, and when to redeliver.
+
+State follows nats-server's model so CONSUMER.INFO numbers match it:
+
+* ``dseq`` / ``sseq`` — the last consumer sequence delivered and the next stream sequence to
+  look at;
+* ``pending`` — stream seq -> :class:`Pending` (the consumer seq of its first delivery and
+  its ack deadline), in stream order (dict insertion order: first deliveries go out in
+  ascending stream order, redeliveries keep their slot);
+* ``rdc`` — delivery counts of messages delivered more than once;
+* ``rdq`` — stream sequences due for redelivery, served before new messages;
+* the ack floor ``(adflr, asflr)``: everything at or below it is acknowledged.
+
+Delivery runs in :meth:`_pump`, scheduled with ``call_soon`` whenever something may have
+become deliverable (a new message, a pull request, an ack freeing ``max_ack_pending``, a
+redelivery deadline), so a burst of events costs one pass and nothing is delivered from inside
+the publisher's routing call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from headwater.server.routing.subjects import subject_matches
+from headwater.server.store.base import StoredMsg
+from headwater.server.subscription import Subscription
+
+from . import acks, ackstate, pull, timers
+from .acks import AckKind
+from .config import add_header, cfg_get, pause_ns, time_ns
+from .pull import WaitQueue, pending_status
+
+if TYPE_CHECKING:
+    from headwater.server.jetstream.stream import Stream
+
+__all__ = ["Consumer", "Pending"]
+
+log = logging.getLogger("headwater.jetstream")
+
+DEFAULT_ACK_WAIT = 30_000_000_000
+
+
+@dataclass
+class Pending:
+    cseq: int
+    """Consumer sequence of its first delivery (kept across redeliveries)."""
+    deadline: float
+    """Monotonic time (s) after which the message is due for redelivery."""
+    ts: int
+    """Wall-clock time (ns) of its latest delivery."""
+
+
+class Consumer:
+    """A consumer bound to its stream. ``config`` is the defaulted, validated config."""
+
+    def __init__(self, stream: Stream, name: str, config: Any, created_ns: int) -> None:
+        self.stream = stream
+        self.name = name
+        self.config = config
+        self.created_ns = created_ns
+        self.client = stream.client
+        self.dseq = 0
+        self.sseq = 0
+        self.adflr = 0
+        self.asflr = 0
+        self.pending: dict[int, Pending] = {}
+        self.rdc: dict[int, int] = {}
+        self.rdq: list[int] = []
+        self.lps: list[int] = []
+        """Sequences still to deliver under ``last_per_subject`` before going on from sseq."""
+        self.lps_end = 0
+        """With ``last_per_subject``: the first sequence after the per-subject lasts."""
+        self._from_lps = False
+        self._npc: int | None = None
+        self._npc_last = 0
+        """The stream's last sequence when ``_npc`` was brought up to date."""
+        """Cached :meth:`num_pending`; None = recount."""
+        self.waiting = WaitQueue(self.max_waiting)
+        self.last_active = 0
+        self.last_ack = 0
+        self.closed = False
+        self.paused_until = 0
+        self._scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+        self._sub: Subscription | None = None
+        self._prefix = acks.ack_prefix(stream.name, name)
+        self._prefix_tokens = self._prefix.count(".")
+        self.on_change: Callable[[Consumer], None] | None = None
+        """Called after state changes that must be persisted (set by the state store)."""
+        self.on_ack_reply: Callable[[str], None] | None = None
+        """Sends the empty reply to an ack that came as a request (deferred when durable)."""
+        self.push: Any = None
+        """The push delivery helper (:class:`.push.PushDelivery`) of a push consumer."""
+        self.filters: list[str] = self._filters()
+
+    # --- config views --------------------------------------------------------------------
+
+    def _filters(self) -> list[str]:
+        many = cfg_get(self.config, "filter_subjects", None)
+        if many:
+            return list(many)
+        one = cfg_get(self.config, "filter_subject", "")
+        return [one] if one else []
+
+    @property
+    def config(self) -> Any:
+        return self._config
+
+    @config.setter
+    def config(self, cfg: Any) -> None:
+        # The fields read per delivered message, kept as plain attributes.
+        self._config = cfg
+        self.ack_policy = str(cfg_get(cfg, "ack_policy", "none"))
+        self.max_ack_pending = int(cfg_get(cfg, "max_ack_pending", 0))
+        self.max_deliver = int(cfg_get(cfg, "max_deliver", -1))
+        self.headers_only = bool(cfg_get(cfg, "headers_only", False))
+
+    @property
+    def ack_wait(self) -> int:
+        wait = int(cfg_get(self.config, "ack_wait", 0))
+        return wait if wait > 0 else DEFAULT_ACK_WAIT
+
+    @property
+    def max_waiting(self) -> int:
+        return int(cfg_get(self.config, "max_waiting", 0))
+
+    @property
+    def is_pull(self) -> bool:
+        return not cfg_get(self.config, "deliver_subject", "")
+
+    def wants(self, subject: str) -> bool:
+        return not self.filters or any(subject_matches(f, subject) for f in self.filters)
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def start(self, *, fresh: bool) -> None:
+        """Subscribe the ack subject; on a fresh consumer, place ``sseq`` by deliver policy."""
+        if fresh:
+            self._position()
+        self._sub = self.client.subscribe(self._prefix + ">", self._on_ack)
+        self.paused_until = pause_ns(cfg_get(self.config, "pause_until", 0))
+        if self.pending:
+            self._arm_timer()
+        self.kick()
+
+    def _position(self) -> None:
+        store = self.stream.store
+        state = store.state()
+        policy = cfg_get(self.config, "deliver_policy", "all")
+        filters = self.filters or [">"]
+        if policy == "new":
+            self.sseq = state.last_seq + 1
+        elif policy == "last":
+            lasts = [m.seq for f in filters if (m := store.load_last(f)) is not None]
+            self.sseq = max(lasts) if lasts else state.last_seq + 1
+        elif policy == "by_start_sequence":
+            self.sseq = max(int(cfg_get(self.config, "opt_start_seq", 0)), 1)
+        elif policy == "by_start_time":
+            start = time_ns(cfg_get(self.config, "opt_start_time", 0))
+            self.sseq = store.seq_from_time(start) if state.msgs else state.last_seq + 1
+        elif policy == "last_per_subject":
+            seqs: set[int] = set()
+            for f in filters:
+                seqs.update(store.subjects_last(f).values())
+            # Deliver each subject's last message, then everything stored after creation;
+            # the cursor sits on the next of them, as nats-server's does.
+            self.lps = sorted(seqs)
+            self.lps_end = state.last_seq + 1
+            self.sseq = self.lps[0] if self.lps else self.lps_end
+        else:
+            self.sseq = state.first_seq if state.msgs else state.last_seq + 1
+        self.sseq = max(self.sseq, 1)
+        # Everything below the starting point counts as acknowledged (nats-server's floor).
+        self.asflr = self.sseq - 1
+
+    def stop(self, *, deleted: bool) -> None:
+        """Stop delivering; pending pull requests learn the consumer is gone when deleted."""
+        self.closed = True
+        self.stream.hungry.discard(self)
+        if self._sub is not None:
+            self.client.unsubscribe(self._sub)
+            self._sub = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        while self.waiting:
+            req = self.waiting.pop()
+            if deleted:
+                self._status(req.reply, pending_status(409, "Consumer Deleted", req))
+        if self.push is not None:
+            self.push.stop()
+
+    # --- notifications -------------------------------------------------------------------
+
+    def kick(self) -> None:
+        """Something may be deliverable: run one delivery pass soon."""
+        if self._scheduled or self.closed:
+            return
+        self._scheduled = True
+        asyncio.get_running_loop().call_soon(self._pump)
+
+    def on_stored(self, subject: str) -> None:
+        if self.wants(subject):
+            self.kick()
+
+    # --- pull requests -------------------------------------------------------------------
+
+    def request_next(self, reply: str, body: bytes) -> None:
+        """A ``CONSUMER.MSG.NEXT`` request (or ``+NXT``): see :func:`.pull.handle_request`."""
+        pull.handle_request(self, reply, body)
+
+    def _has_next(self) -> bool:
+        if self.rdq or self.lps:
+            return True
+        if self._paused():
+            return False
+        return self._peek() is not None
+
+    def delivered_stream_seq(self) -> int:
+        """``delivered.stream_seq``: the stream sequence the cursor last moved past."""
+        return max(self.sseq - 1, 0)
+
+    def last_delivered_headers(self) -> dict[str, str]:
+        """What idle heartbeats say was delivered last (ordered consumers check it)."""
+        return {
+            "Nats-Last-Consumer": str(self.dseq),
+            "Nats-Last-Stream": str(self.delivered_stream_seq()),
+        }
+
+    def _status(self, reply: str, hdr: bytes) -> None:
+        self.client.publish(reply, b"", hdr=hdr)
+
+    # --- delivery ------------------------------------------------------------------------
+
+    def _paused(self) -> bool:
+        return self.paused_until > 0 and time.time_ns() < self.paused_until
+
+    def _can_send(self) -> bool:
+        limit = self.max_ack_pending
+        if self.ack_policy == "none" or limit <= 0:
+            return True
+        return len(self.pending) < limit
+
+    def _peek(self) -> StoredMsg | None:
+        store = self.stream.store
+        if not self.filters:
+            return store.load_next(">", self.sseq)
+        best: StoredMsg | None = None
+        for f in self.filters:
+            msg = store.load_next(f, self.sseq)
+            if msg is not None and (best is None or msg.seq < best.seq):
+                best = msg
+        return best
+
+    def _next(self) -> tuple[StoredMsg, int] | None:
+        """The next message to deliver and its delivery count, advancing the cursors."""
+        store = self.stream.store
+        max_deliver = self.max_deliver
+        while self.rdq:
+            seq = self.rdq.pop(0)
+            if seq not in self.pending:
+                continue
+            dc = self.rdc.get(seq, 1) + 1
+            if 0 < max_deliver < dc:
+                # Delivered as often as allowed. Like nats-server, this is noticed when the
+                # message would go out again: it leaves pending (its count stays) for good.
+                del self.pending[seq]
+                if self.on_max_deliveries is not None:
+                    self.on_max_deliveries(self, seq, dc - 1)
+                continue
+            msg = store.load_msg(seq)
+            if msg is None:
+                self._forget(seq)
+                continue
+            return msg, dc
+        self._from_lps = False
+        while self.lps:
+            seq = self.lps.pop(0)
+            msg = store.load_msg(seq)
+            self.sseq = self.lps[0] if self.lps else max(seq + 1, self.lps_end)
+            if msg is not None:
+                self._from_lps = True
+                self._took_one()
+                return msg, 1
+        found = self._peek()
+        if found is None:
+            last = store.state().last_seq
+            if last >= self.sseq:
+                self.sseq = last + 1
+            return None
+        self._took_one()
+        self.sseq = found.seq + 1
+        return found, 1
+
+    def _took_one(self) -> None:
+        """The cursor is about to move past one counted message (call before moving it)."""
+        if self._npc is not None and self.num_pending():
+            self._npc -= 1
+
+    def _pump(self) -> None:
+        self._scheduled = False
+        if self.closed:
+            return
+        try:
+            if self.is_pull:
+                pull.pump(self)
+            elif self.push is not None:
+                self.push.pump()
+        except Exception:
+            log.exception("consumer '%s > %s' delivery failed", self.stream.name, self.name)
+        # Only consumers with somewhere to deliver are woken by new messages, so a stored
+        # message costs nothing for the idle ones however many there are.
+        if len(self.waiting) > 0 if self.is_pull else bool(self.push and self.push.bound):
+            self.stream.hungry.add(self)
+        else:
+            self.stream.hungry.discard(self)
+
+    def _interest(self, subject: str) -> bool:
+        """Whether anybody listens on ``subject`` (a pull requester that went away does not)."""
+        return bool(self.client.server.sublist.match(subject))
+
+    def _unget(self, seq: int, dc: int) -> None:
+        """Put back the message :meth:`_next` just returned, unsent (it did not fit)."""
+        if dc > 1:
+            self.rdq.insert(0, seq)
+        elif self._from_lps:
+            self.lps.insert(0, seq)
+            self.sseq = seq
+        else:
+            self.sseq = seq
+        if dc == 1 and self._npc is not None:
+            self._npc += 1
+
+    def num_pending(self, fresh: bool = False) -> int:
+        """Messages not yet delivered. Counted by the store once, then kept up to date as
+        messages are stored and delivered (every delivery reports it in its ack subject);
+        ``fresh`` recounts, for CONSUMER.INFO, since removals elsewhere are not tracked."""
+        store = self.stream.store
+        last = self.stream.lseq
+        filters = self.filters or [">"]
+        if self._npc is None or fresh:
+            count = len(self.lps)
+            start = self.lps_end if self.lps else self.sseq
+            if start <= store.state().last_seq:
+                count += sum(store.num_pending(f, start) for f in filters)
+            self._npc, self._npc_last = count, last
+        elif last > self._npc_last:
+            # Messages stored since the count: add the ones this consumer wants.
+            start = max(self._npc_last + 1, self.lps_end if self.lps else self.sseq)
+            if start <= last:
+                self._npc += sum(store.num_pending(f, start) for f in filters)
+            self._npc_last = last
+        return self._npc
+
+    def deliver(self, subject: str, msg: StoredMsg, dc: int) -> None:
+        """Send one message to ``subject`` and record the delivery."""
+        now_ns = time.time_ns()
+        self.dseq += 1
+        cseq = self.dseq
+        policy = self.ack_policy
+        if policy == "none":
+            self.adflr, self.asflr = cseq, msg.seq
+        else:
+            deadline = time.monotonic() + self._wait_for(dc)
+            previous = self.pending.get(msg.seq)
+            if previous is not None:
+                # A redelivery keeps the original consumer sequence (the ack floor is built
+                # on it, as nats-server's is); the reply subject carries the new one.
+                previous.deadline, previous.ts = deadline, now_ns
+            else:
+                self.pending[msg.seq] = Pending(cseq, deadline, now_ns)
+            if dc > 1:
+                self.rdc[msg.seq] = dc
+            self._arm_timer(self.pending[msg.seq].deadline)
+        self.last_active = now_ns
+        pending = self.num_pending()
+        reply = acks.ack_reply(self._prefix, dc, msg.seq, cseq, msg.ts, pending)
+        hdr: bytes | None = msg.hdr or None
+        data = msg.data
+        if self.headers_only:
+            hdr = add_header(hdr, "Nats-Msg-Size", str(len(data)))
+            data = b""
+        self.client.publish(subject, data, reply=reply, hdr=hdr)
+        if policy == "none":
+            self.stream_acked(msg.seq)
+
+    def _wait_for(self, dc: int) -> float:
+        backoff = cfg_get(self.config, "backoff", None)
+        if backoff:
+            return int(backoff[min(dc - 1, len(backoff) - 1)]) / 1e9
+        return self.ack_wait / 1e9
+
+    # --- acks ----------------------------------------------------------------------------
+
+    def _on_ack(
+        self, sub: Subscription, subject: str, reply: str, hdr: bytes | None, payload: bytes
+    ) -> None:
+        parsed = acks.parse_ack_subject(subject, self._prefix_tokens)
+        if parsed is None or self.closed:
+            return
+        dc, sseq, cseq = parsed
+        ack = acks.parse_ack(payload)
+        self.last_active = time.time_ns()
+        kind = ack.kind
+        if kind in (AckKind.ACK, AckKind.TERM, AckKind.NXT):
+            self.last_ack = self.last_active
+        if kind == AckKind.ACK:
+            self.process_ack(sseq, cseq)
+        elif kind == AckKind.NAK:
+            self.process_nak(sseq, dc, ack.delay)
+        elif kind == AckKind.WPI:
+            self.process_progress(sseq)
+        elif kind == AckKind.TERM:
+            self.process_term(sseq, cseq, dc, ack.reason)
+        elif kind == AckKind.NXT:
+            self.process_ack(sseq, cseq)
+            if reply:
+                self.request_next(reply, ack.next_body)
+            reply = ""
+        if self.on_change is not None:
+            self.on_change(self)
+        if reply and kind != AckKind.NXT:
+            if self.on_ack_reply is not None:
+                self.on_ack_reply(reply)
+            else:
+                self.client.publish(reply, b"")
+
+    def process_ack(self, sseq: int, cseq: int) -> None:
+        ackstate.ack(self, sseq, cseq)
+
+    def process_nak(self, sseq: int, dc: int, delay: int) -> None:
+        ackstate.nak(self, sseq, dc, delay)
+
+    def process_progress(self, sseq: int) -> None:
+        ackstate.progress(self, sseq)
+
+    def process_term(self, sseq: int, cseq: int, dc: int, reason: str) -> None:
+        ackstate.term(self, sseq, cseq, dc, reason)
+
+    def purged(self) -> None:
+        ackstate.purged(self)
+
+    def _settle_floor(self) -> None:
+        if not self.pending:
+            self.adflr, self.asflr = self.dseq, max(self.sseq - 1, self.asflr)
+
+    def _forget(self, seq: int) -> None:
+        self.pending.pop(seq, None)
+        self.rdc.pop(seq, None)
+
+    on_terminated: Callable[[Consumer, int, int, int, str], None] | None = None
+    on_max_deliveries: Callable[[Consumer, int, int], None] | None = None
+    on_naked: Callable[[Consumer, int, int, int], None] | None = None
+    on_acked: Callable[[Consumer, int, Pending, int], None] | None = None
+    """Set by the manager when ``sample_freq`` asks for ack metrics."""
+
+    def stream_acked(self, seq: int) -> None:
+        """Retention hook: the stream may drop ``seq`` now that this consumer is done with it."""
+        retention = self.stream.config.retention
+        if retention == "limits":
+            return
+        self.stream.consumer_done(seq, self)
+
+    def needs(self, seq: int, subject: str) -> bool:
+        """Whether this consumer still has to see (or ack) ``seq`` — for interest retention."""
+        if not self.wants(subject):
+            return False
+        if seq in self.pending or seq in self.lps:
+            return True
+        return seq >= (self.lps_end if self.lps else self.sseq)
+
+    # --- redelivery timer ----------------------------------------------------------------
+
+    def _arm_timer(self, at: float | None = None) -> None:
+        if self.closed:
+            return
+        if at is None:
+            deadlines = [p.deadline for s, p in self.pending.items() if s not in self.rdq]
+            if not deadlines:
+                return
+            at = min(deadlines)
+        if not at:
+            return
+        if self._timer is not None and self._timer_at <= at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = at
+        delay = max(at - time.monotonic(), 0.0)
+        self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = 0.0
+        if not self.closed:
+            timers.on_timer(self)
+
+    def set_pause(self, until_ns: int) -> None:
+        self.paused_until = until_ns
+        if until_ns:
+            self._arm_timer(time.monotonic() + max(until_ns - time.time_ns(), 0) / 1e9)
+        self.kick()

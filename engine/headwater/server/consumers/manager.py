@@ -1,0 +1,286 @@
+"""Consumer lifecycle for the JetStream service: create, update, delete, recover, expire.
+
+A stream's consumers live in ``stream.consumers`` (name -> :class:`.consumer.Consumer`). The
+manager wires each one to its stream (interest filters for interest retention, the
+``CONSUMER.MSG.NEXT`` subscription of pull consumers, push delivery, durable state on disk)
+and sends the consumer advisories.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import secrets
+import time
+from typing import TYPE_CHECKING, Any
+
+from headwater.server.jetstream.wire import dumps, rfc3339
+from headwater.server.subscription import Subscription
+
+from . import config as ccfg
+from . import state as cstate
+from .config import cfg_get
+from .consumer import Consumer, Pending
+from .push import PushDelivery
+
+if TYPE_CHECKING:
+    from headwater.server.jetstream.service import JetStreamService
+    from headwater.server.jetstream.stream import Stream
+
+__all__ = ["ConsumerManager"]
+
+log = logging.getLogger("headwater.jetstream")
+
+ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER"
+METRIC = "$JS.EVENT.METRIC.CONSUMER.ACK"
+
+
+def sample_rate(cfg: Any) -> int:
+    """``sample_freq`` ("80" or "80%") as a percentage; 0 when unset or unreadable."""
+    text = str(cfg_get(cfg, "sample_freq", "") or "").strip().rstrip("%")
+    try:
+        return max(0, min(int(text), 100))
+    except ValueError:
+        return 0
+
+
+class _Wiring:
+    """What the manager attached to one consumer, to detach it again."""
+
+    def __init__(self) -> None:
+        self.subs: list[Subscription] = []
+        self.state: cstate.ConsumerState | None = None
+        self.inactive: asyncio.TimerHandle | None = None
+
+
+class ConsumerManager:
+    def __init__(self, service: JetStreamService) -> None:
+        self.service = service
+        self._wiring: dict[int, _Wiring] = {}
+
+    # --- creation ------------------------------------------------------------------------
+
+    def persistent(self, stream: Stream, cfg: Any) -> bool:
+        return (
+            stream.directory is not None
+            and bool(cfg_get(cfg, "durable_name", ""))
+            and not cfg_get(cfg, "mem_storage", False)
+        )
+
+    async def create(self, stream: Stream, name: str, cfg: Any) -> Consumer:
+        created = time.time_ns()
+        consumer = Consumer(stream, name, cfg, created)
+        directory = None
+        if self.persistent(stream, cfg):
+            assert stream.directory is not None
+            directory = cstate.consumer_dir(stream.directory, name)
+            await asyncio.to_thread(cstate.write_meta, directory, ccfg.stored_json(cfg), created)
+        self._attach(consumer, fresh=True, directory=directory)
+        self._advise(stream, name, "create")
+        return consumer
+
+    def recover(self, stream: Stream) -> None:
+        """Reopen the durable consumers saved under the stream's directory."""
+        if stream.directory is None:
+            return
+        for item in cstate.load_consumers(stream.directory):
+            try:
+                cfg = ccfg.from_stored(item.config_json)
+                consumer = Consumer(stream, item.name, cfg, item.created_ns)
+                if item.state is not None:
+                    cstate.restore(consumer, item.state)
+                    fresh = False
+                else:
+                    fresh = True
+            except Exception as exc:
+                log.error("Error recreating consumer %s > %s: %s", stream.name, item.name, exc)
+                continue
+            self._attach(consumer, fresh=fresh, directory=item.directory)
+
+    def _attach(self, consumer: Consumer, *, fresh: bool, directory: Any) -> None:
+        stream = consumer.stream
+        wiring = _Wiring()
+        self._wiring[id(consumer)] = wiring
+        stream.consumers[consumer.name] = consumer
+        if directory is not None:
+            wiring.state = cstate.ConsumerState(consumer, directory)
+        consumer.on_max_deliveries = self._max_deliveries
+        consumer.on_terminated = self._terminated
+        consumer.on_naked = self._naked
+        consumer.on_acked = self._ack_metric if sample_rate(consumer.config) > 0 else None
+        for prefix in self.service.api_prefixes:
+            subject = f"{prefix}.CONSUMER.MSG.NEXT.{stream.name}.{consumer.name}"
+            wiring.subs.append(stream.client.subscribe(subject, self._make_next(consumer)))
+        if not consumer.is_pull:
+            consumer.push = PushDelivery(consumer)
+        self._refresh_interest(stream)
+        consumer.start(fresh=fresh)
+        if consumer.push is not None:
+            consumer.push.start()
+        if fresh and wiring.state is not None:
+            wiring.state.changed(consumer)
+        self._arm_inactive(consumer)
+
+    @staticmethod
+    def _make_next(consumer: Consumer) -> Any:
+        def on_next(
+            sub: Subscription, subject: str, reply: str, hdr: bytes | None, payload: bytes
+        ) -> None:
+            consumer.request_next(reply, bytes(payload))
+
+        return on_next
+
+    def _refresh_interest(self, stream: Stream) -> None:
+        filters: list[str] = []
+        for c in stream.consumers.values():
+            filters.extend(c.filters or [""])
+        stream.interest_filters = filters
+
+    async def update(self, consumer: Consumer, cfg: Any) -> None:
+        consumer.config = cfg
+        consumer.on_acked = self._ack_metric if sample_rate(cfg) > 0 else None
+        consumer.filters = consumer._filters()
+        consumer.waiting.limit = consumer.max_waiting
+        self._refresh_interest(consumer.stream)
+        wiring = self._wiring.get(id(consumer))
+        if wiring is not None and wiring.state is not None:
+            await asyncio.to_thread(
+                cstate.write_meta,
+                wiring.state.directory,
+                ccfg.stored_json(cfg),
+                consumer.created_ns,
+            )
+        consumer.kick()
+
+    # --- removal -------------------------------------------------------------------------
+
+    async def delete(self, consumer: Consumer, *, advise: bool = True) -> None:
+        stream = consumer.stream
+        self._detach(consumer, deleted=True)
+        stream.consumers.pop(consumer.name, None)
+        self._refresh_interest(stream)
+        if stream.directory is not None:
+            directory = cstate.consumer_dir(stream.directory, consumer.name)
+            await asyncio.to_thread(cstate.remove_consumer_dir, directory)
+        if advise:
+            self._advise(stream, consumer.name, "delete")
+        stream.consumer_removed(consumer)
+
+    def _detach(self, consumer: Consumer, *, deleted: bool) -> None:
+        consumer.stop(deleted=deleted)
+        wiring = self._wiring.pop(id(consumer), None)
+        if wiring is None:
+            return
+        for sub in wiring.subs:
+            consumer.client.unsubscribe(sub)
+        if wiring.inactive is not None:
+            wiring.inactive.cancel()
+
+    async def close_stream(self, stream: Stream, *, deleted: bool) -> None:
+        """The stream is closing (shutdown) or going away: stop all its consumers."""
+        for consumer in list(stream.consumers.values()):
+            wiring = self._wiring.get(id(consumer))
+            self._detach(consumer, deleted=deleted)
+            if not deleted and wiring is not None and wiring.state is not None:
+                try:
+                    await wiring.state.flush()
+                except OSError as exc:
+                    log.error("consumer %s: final state write failed: %s", consumer.name, exc)
+        stream.consumers.clear()
+
+    # --- inactivity ----------------------------------------------------------------------
+
+    def _arm_inactive(self, consumer: Consumer) -> None:
+        threshold = int(cfg_get(consumer.config, "inactive_threshold", 0))
+        wiring = self._wiring.get(id(consumer))
+        if threshold <= 0 or wiring is None:
+            return
+        loop = asyncio.get_running_loop()
+        wiring.inactive = loop.call_later(threshold / 1e9, self._check_inactive, consumer)
+
+    def _check_inactive(self, consumer: Consumer) -> None:
+        wiring = self._wiring.get(id(consumer))
+        if wiring is None or consumer.closed:
+            return
+        wiring.inactive = None
+        threshold = int(cfg_get(consumer.config, "inactive_threshold", 0))
+        if consumer.push is not None:
+            active = consumer.push.has_interest()
+            if active:
+                consumer.last_active = time.time_ns()
+        else:
+            active = len(consumer.waiting) > 0
+        idle_ns = time.time_ns() - max(consumer.last_active, consumer.created_ns)
+        if not active and idle_ns >= threshold:
+            asyncio.get_running_loop().create_task(self.delete(consumer))
+            return
+        wait = threshold if active else threshold - idle_ns
+        wiring.inactive = asyncio.get_running_loop().call_later(
+            max(wait, 1_000_000) / 1e9, self._check_inactive, consumer
+        )
+
+    # --- advisories ----------------------------------------------------------------------
+
+    def _publish_advisory(self, subject: str, body: dict[str, Any]) -> None:
+        client = self.service.client
+        if client is None:
+            return
+        if self.service.domain:
+            body["domain"] = self.service.domain
+        client.publish(subject, dumps(body))
+
+    def _base(self, kind: str, stream: Stream, consumer: str) -> dict[str, Any]:
+        return {
+            "type": f"io.nats.jetstream.advisory.v1.{kind}",
+            "id": secrets.token_hex(11),
+            "timestamp": rfc3339(time.time_ns()),
+            "stream": stream.name,
+            "consumer": consumer,
+        }
+
+    def _advise(self, stream: Stream, consumer: str, action: str) -> None:
+        subject = f"{ADVISORY}.{'CREATED' if action == 'create' else 'DELETED'}"
+        body = self._base("consumer_action", stream, consumer) | {"action": action}
+        self._publish_advisory(f"{subject}.{stream.name}.{consumer}", body)
+
+    def _max_deliveries(self, consumer: Consumer, seq: int, deliveries: int) -> None:
+        body = self._base("max_deliver", consumer.stream, consumer.name)
+        body |= {"stream_seq": seq, "deliveries": deliveries}
+        subject = f"{ADVISORY}.MAX_DELIVERIES.{consumer.stream.name}.{consumer.name}"
+        self._publish_advisory(subject, body)
+
+    def _terminated(self, consumer: Consumer, sseq: int, cseq: int, dc: int, reason: str) -> None:
+        body = self._base("terminated", consumer.stream, consumer.name)
+        body |= {"consumer_seq": cseq, "stream_seq": sseq, "deliveries": dc}
+        if reason:
+            body["reason"] = reason
+        subject = f"{ADVISORY}.MSG_TERMINATED.{consumer.stream.name}.{consumer.name}"
+        self._publish_advisory(subject, body)
+
+    def _naked(self, consumer: Consumer, sseq: int, cseq: int, dc: int) -> None:
+        body = self._base("nak", consumer.stream, consumer.name)
+        body |= {"consumer_seq": cseq, "stream_seq": sseq, "deliveries": dc}
+        subject = f"{ADVISORY}.MSG_NAKED.{consumer.stream.name}.{consumer.name}"
+        self._publish_advisory(subject, body)
+
+    def _ack_metric(self, consumer: Consumer, sseq: int, pend: Pending, dc: int) -> None:
+        """``sample_freq`` percent of acks publish their delay (the seeds' ack sampling)."""
+        if random.random() * 100 >= sample_rate(consumer.config):
+            return
+        body = self._base("consumer_ack", consumer.stream, consumer.name)
+        body["type"] = "io.nats.jetstream.metric.v1.consumer_ack"
+        body |= {
+            "consumer_seq": pend.cseq,
+            "stream_seq": sseq,
+            "ack_time": max(time.time_ns() - pend.ts, 0),
+            "deliveries": dc,
+        }
+        subject = f"{METRIC}.{consumer.stream.name}.{consumer.name}"
+        self._publish_advisory(subject, body)
+
+    def new_name(self, stream: Stream) -> str:
+        while True:
+            name = ccfg.ephemeral_name()
+            if name not in stream.consumers:
+                return name

@@ -1,0 +1,248 @@
+"""Pull requests (``CONSUMER.MSG.NEXT``): parsing, the waiting queue, and status replies.
+
+A request waits in the consumer's queue until its batch is filled, it expires, or (with
+``no_wait``) the consumer has nothing more to give. The status messages sent to the
+request's inbox carry nats-server's codes and texts, because clients branch on them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import orjson
+
+from headwater.server.jetstream.streamconfig_validate import go_duration
+from headwater.server.protocol import headers
+
+from .config import cfg_get
+
+if TYPE_CHECKING:
+    from .consumer import Consumer
+
+__all__ = [
+    "BadPullRequest",
+    "PullRequest",
+    "WaitQueue",
+    "handle_request",
+    "parse_pull_request",
+    "pump",
+    "status_hdr",
+]
+
+PENDING_MSGS = "Nats-Pending-Messages"
+PENDING_BYTES = "Nats-Pending-Bytes"
+
+
+class BadPullRequest(Exception):
+    """A request the consumer refuses with a 4xx status (code, description)."""
+
+    def __init__(self, code: int, description: str) -> None:
+        super().__init__(description)
+        self.code = code
+        self.description = description
+
+
+@dataclass
+class PullRequest:
+    reply: str
+    batch: int
+    max_bytes: int
+    expires_at: float
+    """Monotonic deadline in seconds; 0 = never."""
+    no_wait: bool
+    heartbeat: float
+    delivered: int = 0
+    bytes: int = 0
+    last_sent: float = field(default_factory=time.monotonic)
+
+    @property
+    def remaining(self) -> int:
+        return self.batch - self.delivered
+
+
+def status_hdr(code: int, description: str, extra: dict[str, str] | None = None) -> bytes:
+    return headers.status(code, description, extra)
+
+
+def pending_status(code: int, description: str, req: PullRequest) -> bytes:
+    """408/409 statuses that end a request tell what it still wanted (nats-server's headers)."""
+    left_bytes = req.max_bytes - req.bytes if req.max_bytes else 0
+    return status_hdr(
+        code,
+        description,
+        {PENDING_MSGS: str(req.remaining), PENDING_BYTES: str(left_bytes)},
+    )
+
+
+def parse_pull_request(
+    body: bytes,
+    reply: str,
+    *,
+    max_batch: int,
+    max_expires: int,
+    max_bytes: int,
+) -> PullRequest:
+    """A request body is empty (batch 1), a plain number (the batch), or JSON."""
+    text = bytes(body).strip()
+    batch, expires, no_wait, req_bytes, heartbeat = 1, 0, False, 0, 0
+    if text:
+        if text[:1] == b"{":
+            try:
+                fields = orjson.loads(text)
+            except orjson.JSONDecodeError:
+                fields = {}
+            if not isinstance(fields, dict):
+                fields = {}
+            batch = _int(fields.get("batch"), 1)
+            expires = _int(fields.get("expires"), 0)
+            no_wait = bool(fields.get("no_wait", False))
+            req_bytes = _int(fields.get("max_bytes"), 0)
+            heartbeat = _int(fields.get("idle_heartbeat"), 0)
+        else:
+            batch = _int(text.decode(errors="replace"), 1)
+    batch = max(batch, 1)
+    if max_batch > 0 and batch > max_batch:
+        raise BadPullRequest(409, f"Exceeded MaxRequestBatch of {max_batch}")
+    if max_expires > 0 and expires > max_expires:
+        raise BadPullRequest(409, f"Exceeded MaxRequestExpires of {go_duration(max_expires)}")
+    if max_bytes > 0 and req_bytes > max_bytes:
+        raise BadPullRequest(409, f"Exceeded MaxRequestMaxBytes of {max_bytes}")
+    if heartbeat > 0 and expires > 0 and heartbeat * 2 > expires:
+        raise BadPullRequest(400, "Bad Request - heartbeat value too large")
+    now = time.monotonic()
+    return PullRequest(
+        reply=reply,
+        batch=batch,
+        max_bytes=req_bytes,
+        expires_at=now + expires / 1e9 if expires > 0 else 0.0,
+        no_wait=no_wait,
+        heartbeat=heartbeat / 1e9,
+    )
+
+
+def _int(value: object, default: int) -> int:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return default
+    return default
+
+
+class WaitQueue:
+    """Waiting pull requests in arrival order, bounded by ``max_waiting``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.requests: deque[PullRequest] = deque()
+
+    def __len__(self) -> int:
+        return len(self.requests)
+
+    def full(self) -> bool:
+        return self.limit > 0 and len(self.requests) >= self.limit
+
+    def add(self, req: PullRequest) -> None:
+        self.requests.append(req)
+
+    def peek(self) -> PullRequest | None:
+        return self.requests[0] if self.requests else None
+
+    def pop(self) -> PullRequest:
+        return self.requests.popleft()
+
+    def remove(self, req: PullRequest) -> None:
+        try:
+            self.requests.remove(req)
+        except ValueError:
+            return
+
+
+def handle_request(c: Consumer, reply: str, body: bytes) -> None:
+    """Queue a pull request on consumer ``c``, or refuse it at once with a status."""
+    if not reply or c.closed:
+        return
+    if not c.is_pull:
+        c._status(reply, status_hdr(409, "Consumer is push based"))
+        return
+    cfg = c.config
+    try:
+        req = parse_pull_request(
+            body,
+            reply,
+            max_batch=int(cfg_get(cfg, "max_batch", 0)),
+            max_expires=int(cfg_get(cfg, "max_expires", 0)),
+            max_bytes=int(cfg_get(cfg, "max_bytes", 0)),
+        )
+    except BadPullRequest as exc:
+        c._status(reply, status_hdr(exc.code, exc.description))
+        return
+    c.last_active = time.time_ns()
+    # With ``expires`` nats-server lets a no_wait request linger until something arrives.
+    if req.no_wait and not req.expires_at and not c._has_next():
+        c._status(reply, status_hdr(404, "No Messages"))
+        return
+    if c.waiting.full():
+        c._status(reply, status_hdr(409, "Exceeded MaxWaiting"))
+        return
+    c.waiting.add(req)
+    c._arm_timer(req.expires_at)
+    if req.heartbeat:
+        c._arm_timer(time.monotonic() + req.heartbeat)
+    c.kick()
+
+
+def pump(c: Consumer) -> None:
+    """Serve waiting requests in arrival order while ``c`` has messages to give."""
+    waiting = c.waiting
+    now = time.monotonic()
+    changed = False
+    checked: PullRequest | None = None
+    while waiting and c._can_send() and not (c._paused() and not c.rdq):
+        req = waiting.peek()
+        assert req is not None
+        if req.expires_at and req.expires_at <= now:
+            waiting.pop()
+            c._status(req.reply, pending_status(408, "Request Timeout", req))
+            continue
+        if req is not checked:
+            # Once per request per pass: a requester that went away gets nothing.
+            if not c._interest(req.reply):
+                waiting.pop()
+                continue
+            checked = req
+        item = c._next()
+        if item is None:
+            break
+        msg, dc = item
+        size = len(msg.subject) + len(msg.hdr) + len(msg.data)
+        if req.max_bytes and req.bytes + size > req.max_bytes:
+            c._unget(msg.seq, dc)
+            waiting.pop()
+            c._status(req.reply, pending_status(409, "Message Size Exceeds MaxBytes", req))
+            continue
+        c.deliver(req.reply, msg, dc)
+        changed = True
+        req.delivered += 1
+        req.bytes += size
+        req.last_sent = now
+        if req.remaining <= 0:
+            waiting.pop()
+    # no_wait requests end once nothing more is available.
+    while waiting:
+        req = waiting.peek()
+        assert req is not None
+        if not req.no_wait or (req.expires_at and not req.delivered):
+            break
+        waiting.pop()
+        # nats-server says 404 here even after a partial batch.
+        c._status(req.reply, status_hdr(404, "No Messages"))
+    if changed and c.on_change is not None:
+        c.on_change(c)

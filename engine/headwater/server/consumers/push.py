@@ -1,0 +1,201 @@
+"""Push delivery: messages go to ``deliver_subject`` while somebody listens there.
+
+* **Binding.** nats-py creates a push consumer before it subscribes to the deliver subject,
+  and routing has no interest-change hook, so an unbound consumer re-checks the subject's
+  interest every :data:`BIND_POLL` seconds (``push_bound`` in CONSUMER.INFO).
+* **Flow control.** With ``flow_control``, after every :data:`FC_EVERY` messages (or
+  :data:`FC_BYTES`) a ``100 FlowControl Request`` status goes out with a
+  ``$JS.FC.<stream>.<consumer>.<n>`` reply; delivery stalls while
+  :data:`FC_MAX_OUTSTANDING` requests are unanswered.
+* **Idle heartbeats.** Every ``idle_heartbeat`` without a delivery: ``100 Idle Heartbeat``
+  with ``Nats-Last-Consumer`` / ``Nats-Last-Stream`` (and ``Nats-Consumer-Stalled`` naming the
+  flow-control reply a stalled consumer waits for), which ordered consumers use to spot gaps.
+* **Replay original** keeps the stored time gaps between messages; ``rate_limit_bps`` spaces
+  messages so the bits sent (subject, headers, payload) stay under the rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+from headwater.server.protocol import headers
+from headwater.server.subscription import Subscription
+
+from .config import cfg_get
+
+if TYPE_CHECKING:
+    from .consumer import Consumer
+
+__all__ = ["PushDelivery"]
+
+BIND_POLL = 0.05
+FC_EVERY = 256
+FC_BYTES = 1 << 20
+FC_MAX_OUTSTANDING = 2
+
+
+class PushDelivery:
+    def __init__(self, consumer: Consumer) -> None:
+        self.c = consumer
+        cfg = consumer.config
+        self.subject: str = cfg_get(cfg, "deliver_subject", "")
+        self.flow_control = bool(cfg_get(cfg, "flow_control", False))
+        self.heartbeat = int(cfg_get(cfg, "idle_heartbeat", 0)) / 1e9
+        self.replay_original = cfg_get(cfg, "replay_policy", "instant") == "original"
+        self.rate_bps = int(cfg_get(cfg, "rate_limit_bps", 0))
+        max_size = consumer.stream.config.max_msg_size
+        self._burst = float(
+            max_size if max_size > 0 else consumer.client.server.settings.max_payload
+        )
+        self._tokens = self._burst
+        self._rate_at = time.monotonic()
+        self.bound = False
+        self.last_sent = time.monotonic()
+        self._fc_prefix = f"$JS.FC.{consumer.stream.name}.{consumer.name}."
+        self._fc_n = 0
+        self._fc_outstanding: list[str] = []
+        self._since_fc = 0
+        self._fc_bytes = 0
+        self._fc_sub: Subscription | None = None
+        self._poll: asyncio.TimerHandle | None = None
+        self._hb: asyncio.TimerHandle | None = None
+        self._replay: asyncio.TimerHandle | None = None
+        self._last_ts = 0
+        self._last_at = 0.0
+        self.stopped = False
+
+    def start(self) -> None:
+        if self.flow_control:
+            self._fc_sub = self.c.client.subscribe(self._fc_prefix + "*", self._on_fc)
+        if self.heartbeat > 0:
+            self._arm_heartbeat()
+        self.pump()
+
+    def stop(self) -> None:
+        self.stopped = True
+        for handle in (self._poll, self._hb, self._replay):
+            if handle is not None:
+                handle.cancel()
+        if self._fc_sub is not None:
+            self.c.client.unsubscribe(self._fc_sub)
+            self._fc_sub = None
+
+    def has_interest(self) -> bool:
+        return bool(self.c.client.server.sublist.match(self.subject))
+
+    def _poll_later(self) -> None:
+        if self._poll is None and not self.stopped:
+            self._poll = asyncio.get_running_loop().call_later(BIND_POLL, self._on_poll)
+
+    def _on_poll(self) -> None:
+        self._poll = None
+        self.pump()
+
+    def pump(self) -> None:
+        """Deliver what is available while bound, within max_ack_pending and flow control."""
+        c = self.c
+        if self.stopped:
+            return
+        self.bound = self.has_interest()
+        if not self.bound:
+            self._poll_later()
+            return
+        c.last_active = time.time_ns()
+        if self._replay is not None:
+            return
+        sent = False
+        while c._can_send() and len(self._fc_outstanding) < FC_MAX_OUTSTANDING:
+            if c._paused() and not c.rdq:
+                break
+            item = c._next()
+            if item is None:
+                break
+            msg, dc = item
+            if self.replay_original and self._last_ts and dc == 1:
+                wait = (msg.ts - self._last_ts) / 1e9 - (time.monotonic() - self._last_at)
+                if wait > 0:
+                    c._unget(msg.seq, dc)
+                    self._replay = asyncio.get_running_loop().call_later(wait, self._on_replay)
+                    break
+            if self.rate_bps:
+                wait = self._rate_wait(len(msg.subject) + len(msg.hdr) + len(msg.data))
+                if wait > 0:
+                    c._unget(msg.seq, dc)
+                    loop = asyncio.get_running_loop()
+                    self._replay = loop.call_later(wait, self._on_rate)
+                    break
+            c.deliver(self.subject, msg, dc)
+            sent = True
+            self._last_ts, self._last_at = msg.ts, time.monotonic()
+            if self.flow_control:
+                self._since_fc += 1
+                self._fc_bytes += len(msg.hdr) + len(msg.data)
+                if self._since_fc >= FC_EVERY or self._fc_bytes >= FC_BYTES:
+                    self._send_fc()
+        if sent:
+            self.last_sent = time.monotonic()
+            if c.on_change is not None:
+                c.on_change(c)
+
+    def _rate_wait(self, size: int) -> float:
+        """Token bucket in bytes (``rate_limit_bps`` / 8 per second). The bucket holds the
+        stream's ``max_msg_size`` (else the server's max payload), as nats-server's limiter
+        bursts; returns how long to wait before ``size`` bytes may go, 0 to send now."""
+        now = time.monotonic()
+        per_second = self.rate_bps / 8
+        self._tokens = min(self._burst, self._tokens + (now - self._rate_at) * per_second)
+        self._rate_at = now
+        need = min(size, self._burst)
+        if self._tokens >= need:
+            self._tokens -= need
+            return 0.0
+        return (need - self._tokens) / per_second
+
+    def _on_rate(self) -> None:
+        self._replay = None
+        self.pump()
+
+    def _on_replay(self) -> None:
+        self._replay = None
+        self._last_at = 0.0
+        self._last_ts = 0
+        self.pump()
+
+    def _send_fc(self) -> None:
+        self._fc_n += 1
+        reply = f"{self._fc_prefix}{self._fc_n}"
+        self._fc_outstanding.append(reply)
+        self._since_fc = 0
+        self._fc_bytes = 0
+        self.c.client.publish(
+            self.subject, b"", reply=reply, hdr=headers.status(100, "FlowControl Request")
+        )
+
+    def _on_fc(
+        self, sub: Subscription, subject: str, reply: str, hdr: bytes | None, payload: bytes
+    ) -> None:
+        if subject in self._fc_outstanding:
+            # An answer releases it and every older request.
+            idx = self._fc_outstanding.index(subject)
+            del self._fc_outstanding[: idx + 1]
+            self.c.kick()
+
+    def _arm_heartbeat(self) -> None:
+        if not self.stopped:
+            self._hb = asyncio.get_running_loop().call_later(self.heartbeat, self._on_heartbeat)
+
+    def _on_heartbeat(self) -> None:
+        self._hb = None
+        if self.stopped:
+            return
+        if time.monotonic() - self.last_sent >= self.heartbeat * 0.95 and self.has_interest():
+            extra = self.c.last_delivered_headers()
+            if self._fc_outstanding:
+                extra["Nats-Consumer-Stalled"] = self._fc_outstanding[-1]
+            self.c.client.publish(
+                self.subject, b"", hdr=headers.status(100, "Idle Heartbeat", extra)
+            )
+            self.last_sent = time.monotonic()
+        self._arm_heartbeat()
