@@ -1,7 +1,7 @@
 """The README's demo: start headwater-server on embedded defaults and use it with nats-py.
 
 Runs the real server as a child process (127.0.0.1, a free port), then pub/sub, a queue
-group, request/reply and, when JetStream is available, a stream with durable publishes.
+group, request/reply, then a JetStream stream with durable publishes and a pull consumer.
 """
 
 from __future__ import annotations
@@ -51,6 +51,15 @@ async def jetstream_demo(url: str) -> None:
         print(f"stored order {i} at sequence {ack.seq} (acknowledged after fsync)")
     state = (await js.stream_info("ORDERS")).state
     print(f"ORDERS holds {state.messages} messages, {state.bytes} bytes")
+
+    # The seeds' DISPATCH: a durable pull consumer that workers share, with explicit acks.
+    workers = await js.pull_subscribe("ORDERS.*", durable="DISPATCH")
+    batch = await workers.fetch(3, timeout=2)
+    for msg in batch:
+        await msg.ack_sync()  # a double ack: the server confirms it recorded the ack
+    print("DISPATCH processed:", ", ".join(m.data.decode() for m in batch))
+    info = await js.consumer_info("ORDERS", "DISPATCH")
+    print(f"DISPATCH ack floor {info.ack_floor.stream_seq}, {info.num_pending} still pending")
     await nc.drain()
 
 

@@ -23,4 +23,6 @@ def test_demo_runs_end_to_end() -> None:
     assert "no responders" in out
     assert "stored order 4 at sequence 5" in out
     assert "ORDERS holds 5 messages" in out
+    assert "DISPATCH processed: order 0, order 1, order 2" in out
+    assert "DISPATCH ack floor 3, 2 still pending" in out
     assert "demo finished" in out
