@@ -14,6 +14,7 @@ from typing import Any
 import nats
 import pytest
 from nats.aio.client import Client
+from nats.js.errors import APIError
 
 from headwater.testing import ServerProcess, nats_server_binary
 
@@ -149,3 +150,12 @@ async def test_reference_no_longer_serves_templates() -> None:
             await nc.close()
     finally:
         ref.cleanup()
+
+
+async def test_plain_create_cannot_claim_a_template(nc: Client) -> None:
+    """Only a template creates streams it owns (nats-server 2.10's rule)."""
+    js = nc.jetstream()
+    with pytest.raises(APIError) as info:
+        await js.add_stream(name="FORGED", subjects=["forged.>"], template_owner="CLIENTS")
+    assert info.value.err_code == 10049
+    assert "stream not owned by template" in (info.value.description or "")

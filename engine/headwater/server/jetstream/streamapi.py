@@ -20,6 +20,7 @@ from .streamconfig_update import update_stream_request
 from .streamconfig_validate import NO_LIMITS, create_stream_request
 from .streaminfo import info_for_list, info_for_request, info_plain
 from .subject_rules import subjects_collide
+from .templates import check_not_template_owned
 from .wire import is_empty_request
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ class StreamApi:
         if outcome.existing:
             stream = svc.streams[outcome.config.name]
         else:
+            check_not_template_owned(outcome.config)
             svc.resources.check_reservation(outcome.config, configs)
             stream = await svc.create_stream(outcome.config)
         return info_plain(stream) | {"did_create": True}
