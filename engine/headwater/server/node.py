@@ -25,7 +25,7 @@ from headwater.server.connections.tls import server_context
 from headwater.server.jetstream.versioning import ADVERTISED_SERVER_VERSION
 from headwater.server.monitoring.connz import closed_record
 from headwater.server.protocol import encoder
-from headwater.server.routing.sublist import Sublist
+from headwater.server.routing.sublist import Sublist, SublistResult
 from headwater.server.subscription import Receiver, Subscription
 
 log = logging.getLogger("headwater.server")
@@ -33,6 +33,13 @@ log = logging.getLogger("headwater.server")
 #: Subjects by convention used for one message each (request inboxes, JetStream acks): not
 #: worth a place in the match cache, where they would evict the subjects publishers reuse.
 ONE_SHOT_PREFIXES = ("_INBOX.", "$JS.ACK.")
+
+#: Most one-shot subjects differ from their neighbours only after a fixed prefix: nats clients
+#: answer on ``_INBOX.<connection id>.<n>`` (one ``_INBOX.<id>.*`` subscription), JetStream acks
+#: arrive on ``$JS.ACK.<stream>.<consumer>.<5 numbers>`` (one ``...<consumer>.>``). While the
+#: subscriptions below such a prefix are wildcards only, every subject under it with the same
+#: number of tokens has the same match, so :class:`ReplyMemo` keeps one result per prefix.
+REPLY_MEMO_MAX = 4096
 
 #: Closed connections remembered for /connz?state=closed (nats-server keeps 10,000).
 CLOSED_HISTORY = 1000
@@ -74,6 +81,7 @@ class Server:
         self._cid = 0
         self._listener: asyncio.AbstractServer | None = None
         self._stopped = asyncio.Event()
+        self.reply_memo = ReplyMemo(self.sublist)
         # Totals for /varz.
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
         self.slow_consumers = 0
@@ -236,9 +244,11 @@ class Server:
 
     def subscribe(self, sub: Subscription) -> None:
         self.sublist.insert(sub)
+        self.reply_memo.clear()
 
     def unsubscribe(self, sub: Subscription) -> None:
         self.sublist.remove(sub)
+        self.reply_memo.clear()
 
     def own_subs_matching(self, client: Receiver, subject: str) -> Iterator[Subscription]:
         result = self.sublist.match(subject)
@@ -258,22 +268,33 @@ class Server:
         hdr: bytes | None,
         payload: bytes,
         size: int,
+        shown_subject: str | None = None,
     ) -> int:
-        """Deliver one message to every matching subscription; returns how many got it."""
+        """Deliver one message to every matching subscription; returns how many got it.
+
+        ``shown_subject`` is the subject receivers see when it differs from the one routed
+        on: a consumer's message goes to its deliver subject or pull inbox but carries the
+        subject it was stored under, as nats-server does (nats-py's KV watchers read keys
+        from it).
+        """
         self.in_msgs += 1
         self.in_bytes += size
-        result = self.sublist.match(subject, not subject.startswith(ONE_SHOT_PREFIXES))
+        if subject.startswith(ONE_SHOT_PREFIXES):
+            result = self.reply_memo.match(subject)
+        else:
+            result = self.sublist.match(subject)
+        shown = subject if shown_subject is None else shown_subject
         delivered = 0
         no_echo = not sender.echo
         for sub in result.psubs:
             if no_echo and sub.client is sender:
                 continue
-            sub.client.deliver(sub, subject, reply, hdr, payload)
+            sub.client.deliver(sub, shown, reply, hdr, payload)
             delivered += 1
         for group in result.qsubs:
             sub = _pick(group, sender, no_echo)
             if sub is not None:
-                sub.client.deliver(sub, subject, reply, hdr, payload)
+                sub.client.deliver(sub, shown, reply, hdr, payload)
                 delivered += 1
         if delivered:
             self.out_msgs += delivered
@@ -312,6 +333,73 @@ class Server:
 
     def num_subscriptions(self) -> int:
         return self.sublist.count
+
+
+class ReplyMemo:
+    """Match results of one-shot subjects, one per prefix (see :data:`REPLY_MEMO_MAX`).
+
+    Emptied on every subscribe and unsubscribe (all sublist changes go through the
+    :class:`Server`), so an entry never outlives the subscriptions it was computed from. A
+    prefix is remembered only when no subscription has a literal token after it (checked on
+    the trie), which is what makes the rest of the subject irrelevant to the match.
+    """
+
+    __slots__ = ("_entries", "_sublist")
+
+    def __init__(self, sublist: Sublist) -> None:
+        self._sublist = sublist
+        self._entries: dict[str, tuple[int, SublistResult]] = {}
+
+    def clear(self) -> None:
+        if self._entries:
+            self._entries = {}
+
+    def match(self, subject: str) -> SublistResult:
+        """The sublist's match for ``subject`` (an ``_INBOX.`` or ``$JS.ACK.`` subject)."""
+        if subject[0] == "_":
+            cut = subject.find(".", 7)  # the end of _INBOX.<id>
+        else:
+            cut = subject.find(".", 8)  # $JS.ACK.<stream>, then .<consumer>
+            if cut > 0:
+                cut = subject.find(".", cut + 1)
+        if cut <= 0 or ".." in subject or subject[-1] == ".":
+            return self._sublist.match(subject, False)
+        prefix = subject[:cut]
+        ntoks = subject.count(".")
+        entry = self._entries.get(prefix)
+        if entry is not None and entry[0] == ntoks:
+            return entry[1]
+        result = self._sublist.match(subject, False)
+        if _wildcards_after(self._sublist, prefix):
+            if len(self._entries) >= REPLY_MEMO_MAX:
+                self._entries = {}
+            self._entries[prefix] = (ntoks, result)
+        return result
+
+
+def _wildcards_after(sublist: Sublist, prefix: str) -> bool:
+    """Whether every subscription reaching past ``prefix`` has only wildcards there."""
+    reached: list[Any] = []
+    _reach(sublist._root, prefix.split("."), 0, reached)
+    return all(_wild_only(node) for node in reached)
+
+
+def _reach(node: Any, toks: list[str], i: int, out: list[Any]) -> None:
+    """The trie nodes a subject starting with ``toks`` passes through at its last token."""
+    if i == len(toks):
+        out.append(node)
+        return
+    if node.pwc is not None:
+        _reach(node.pwc, toks, i + 1, out)
+    nxt = node.nodes.get(toks[i])
+    if nxt is not None:
+        _reach(nxt, toks, i + 1, out)
+
+
+def _wild_only(node: Any) -> bool:
+    if node.nodes:
+        return False
+    return (node.pwc is None or _wild_only(node.pwc)) and (node.fwc is None or _wild_only(node.fwc))
 
 
 def _pick(group: tuple[Subscription, ...], sender: Receiver, no_echo: bool) -> Subscription | None:

@@ -32,7 +32,12 @@ class Client:
         return None
 
     def publish(
-        self, subject: str, payload: bytes, reply: str = "", hdr: bytes | None = None
+        self,
+        subject: str,
+        payload: bytes,
+        reply: str = "",
+        hdr: bytes | None = None,
+        shown_subject: str | None = None,
     ) -> int:
         self.sent.append((subject, payload, reply, hdr))
         return 1

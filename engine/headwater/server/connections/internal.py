@@ -44,12 +44,18 @@ class InternalClient:
             self.server.unsubscribe(sub)
 
     def publish(
-        self, subject: str, payload: bytes, reply: str = "", hdr: bytes | None = None
+        self,
+        subject: str,
+        payload: bytes,
+        reply: str = "",
+        hdr: bytes | None = None,
+        shown_subject: str | None = None,
     ) -> int:
+        """Route a message; ``shown_subject`` is what receivers see, if not ``subject``."""
         size = len(payload) + (len(hdr) if hdr is not None else 0)
         self.out_msgs += 1
         self.out_bytes += size
-        return self.server.route(self, subject, reply, hdr, payload, size)
+        return self.server.route(self, subject, reply, hdr, payload, size, shown_subject)
 
     def deliver(
         self, sub: Subscription, subject: str, reply: str, hdr: bytes | None, payload: bytes

@@ -57,6 +57,10 @@ class AckMsg:
     next_body: bytes = b""
 
 
+PLAIN_ACK = AckMsg(AckKind.ACK)
+"""The one plain ack (``AckMsg`` is immutable, so every ``+ACK`` can share it)."""
+
+
 def parse_ack(body: bytes) -> AckMsg:
     """Read an ack body the way nats-server does: an empty body (or ``+ACK``) is an ack.
 
@@ -64,9 +68,11 @@ def parse_ack(body: bytes) -> AckMsg:
     free-text reason, ``+NXT`` a pull request body; unknown bodies count as a plain ack, as
     the reference treats them.
     """
+    if not body or body == b"+ACK":
+        return PLAIN_ACK  # what nearly every ack is: no copy, no strip, no new object
     text = bytes(body).strip()
     if not text or text.startswith(b"+ACK"):
-        return AckMsg(AckKind.ACK)
+        return PLAIN_ACK
     if text.startswith(b"-NAK"):
         return AckMsg(AckKind.NAK, delay=_nak_delay(text[4:].strip()))
     if text.startswith(b"+WPI"):
@@ -75,7 +81,7 @@ def parse_ack(body: bytes) -> AckMsg:
         return AckMsg(AckKind.NXT, next_body=text[4:].strip())
     if text.startswith(b"+TERM"):
         return AckMsg(AckKind.TERM, reason=text[5:].strip().decode(errors="replace"))
-    return AckMsg(AckKind.ACK)
+    return PLAIN_ACK
 
 
 def _nak_delay(arg: bytes) -> int:

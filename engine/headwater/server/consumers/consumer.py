@@ -120,6 +120,11 @@ class Consumer:
         self.max_ack_pending = int(cfg_get(cfg, "max_ack_pending", 0))
         self.max_deliver = int(cfg_get(cfg, "max_deliver", -1))
         self.headers_only = bool(cfg_get(cfg, "headers_only", False))
+        # Redelivery waits in seconds, by delivery count: ``backoff`` steps, else ack_wait.
+        backoff = cfg_get(cfg, "backoff", None)
+        self._backoff_s = [int(step) / 1e9 for step in backoff] if backoff else []
+        wait = int(cfg_get(cfg, "ack_wait", 0))
+        self._ack_wait_s = (wait if wait > 0 else DEFAULT_ACK_WAIT) / 1e9
 
     @property
     def ack_wait(self) -> int:
@@ -386,15 +391,16 @@ class Consumer:
         if self.headers_only:
             hdr = add_header(hdr, "Nats-Msg-Size", str(len(data)))
             data = b""
-        self.client.publish(subject, data, reply=reply, hdr=hdr)
+        # Routed to ``subject``, shown under the stored subject as nats-server does.
+        self.client.publish(subject, data, reply, hdr, shown_subject=msg.subject)
         if policy == "none":
             self.stream_acked(msg.seq)
 
     def _wait_for(self, dc: int) -> float:
-        backoff = cfg_get(self.config, "backoff", None)
+        backoff = self._backoff_s
         if backoff:
-            return int(backoff[min(dc - 1, len(backoff) - 1)]) / 1e9
-        return self.ack_wait / 1e9
+            return backoff[min(dc - 1, len(backoff) - 1)]
+        return self._ack_wait_s
 
     # --- acks ----------------------------------------------------------------------------
 

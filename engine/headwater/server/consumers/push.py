@@ -91,7 +91,10 @@ class PushDelivery:
 
     def _on_poll(self) -> None:
         self._poll = None
-        self.pump()
+        # Through the consumer's pass, not :meth:`pump` directly: that pass is what puts a
+        # newly bound consumer among the stream's ``hungry`` ones, woken by new messages. An
+        # ack-none consumer (ordered consumers, KV watchers) has no acks to wake it otherwise.
+        self.c.kick()
 
     def pump(self) -> None:
         """Deliver what is available while bound, within max_ack_pending and flow control."""
