@@ -6,6 +6,7 @@ nats-server (a differential run); ``server_pair`` gives both at once to compare 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 import pytest
@@ -60,7 +61,5 @@ def server_pair() -> Iterator[tuple[ServerProcess, ServerProcess]]:
         yield a, b
     finally:
         for gen in (hw, nats):
-            try:
+            with contextlib.suppress(StopIteration):
                 next(gen)
-            except StopIteration:
-                pass

@@ -187,10 +187,9 @@ async def test_plaintext_client_is_dropped(tls_server: ServerProcess) -> None:
     # the 2 s handshake timeout, which would mean the bytes never reached the TLS layer).
     rest = b""
     try:
-        while chunk := await asyncio.wait_for(reader.read(4096), 5):
-            rest += chunk
-    except ConnectionError:
-        pass
+        with contextlib.suppress(ConnectionError):
+            while chunk := await asyncio.wait_for(reader.read(4096), 5):
+                rest += chunk
     finally:
         writer.close()
         with contextlib.suppress(ConnectionError):

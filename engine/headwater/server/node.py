@@ -9,6 +9,7 @@ and stopped with the server.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -139,10 +140,8 @@ class Server:
             except Exception:  # a failing service must not keep the others from stopping
                 log.exception("error stopping %s", type(service).__name__)
         if self.settings.pid_file:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(self.settings.pid_file)
-            except OSError:
-                pass
         log.info("Server Exiting..")
         self._stopped.set()
 

@@ -9,6 +9,7 @@ payload caps, the outbound queue by ``max_pending`` (then the client is a slow c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import struct
@@ -497,10 +498,8 @@ def _set_reset_on_close(sock: Any, reset: bool) -> None:
     """SO_LINGER with a zero timeout: closing the socket sends RST instead of FIN."""
     if sock is None:
         return
-    try:
+    with contextlib.suppress(OSError):  # already closed by the peer: nothing left to reset
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", int(reset), 0))
-    except OSError:  # already closed by the peer: nothing left to reset
-        pass
 
 
 def _valid_queue(queue: str) -> bool:

@@ -16,6 +16,7 @@ no-responders status at once (see docs/DIFFERENCES.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -198,10 +199,8 @@ class ApiRouter:
         self._subs.clear()
         if self._worker is not None:
             self._worker.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._worker
-            except asyncio.CancelledError:
-                pass
             self._worker = None
 
     def _make_callback(self, depth: int) -> Callable[..., None]:
