@@ -369,36 +369,11 @@ class ReplyMemo:
         if entry is not None and entry[0] == ntoks:
             return entry[1]
         result = self._sublist.match(subject, False)
-        if _wildcards_after(self._sublist, prefix):
+        if self._sublist.only_wildcards_after(prefix):
             if len(self._entries) >= REPLY_MEMO_MAX:
                 self._entries = {}
             self._entries[prefix] = (ntoks, result)
         return result
-
-
-def _wildcards_after(sublist: Sublist, prefix: str) -> bool:
-    """Whether every subscription reaching past ``prefix`` has only wildcards there."""
-    reached: list[Any] = []
-    _reach(sublist._root, prefix.split("."), 0, reached)
-    return all(_wild_only(node) for node in reached)
-
-
-def _reach(node: Any, toks: list[str], i: int, out: list[Any]) -> None:
-    """The trie nodes a subject starting with ``toks`` passes through at its last token."""
-    if i == len(toks):
-        out.append(node)
-        return
-    if node.pwc is not None:
-        _reach(node.pwc, toks, i + 1, out)
-    nxt = node.nodes.get(toks[i])
-    if nxt is not None:
-        _reach(nxt, toks, i + 1, out)
-
-
-def _wild_only(node: Any) -> bool:
-    if node.nodes:
-        return False
-    return (node.pwc is None or _wild_only(node.pwc)) and (node.fwc is None or _wild_only(node.fwc))
 
 
 def _pick(group: tuple[Subscription, ...], sender: Receiver, no_echo: bool) -> Subscription | None:

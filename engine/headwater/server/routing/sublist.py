@@ -392,6 +392,14 @@ class Sublist:
                 self._sweep()
         return result
 
+    def only_wildcards_after(self, prefix: str) -> bool:
+        """Whether every subscription reaching past the literal ``prefix`` has only wildcard
+        tokens there, so that a match of ``prefix.<anything>`` depends only on the number of
+        tokens after it (the server's reply-subject memo relies on this)."""
+        reached: list[_Node] = []
+        _reach(self._root, prefix.split(_SEP), 0, reached)
+        return all(_wild_only(node) for node in reached)
+
     def all(self) -> list[Any]:
         """Every inserted subscription (for monitoring; walks the whole trie)."""
         out: list[Any] = []
@@ -505,3 +513,21 @@ class Sublist:
         self._ckeys = {}
         for key in self._cache:
             self._add_ckey(key, key.split(_SEP))
+
+
+def _reach(node: _Node, toks: list[str], i: int, out: list[_Node]) -> None:
+    """The trie nodes a subject starting with ``toks`` passes through at its last token."""
+    if i == len(toks):
+        out.append(node)
+        return
+    if node.pwc is not None:
+        _reach(node.pwc, toks, i + 1, out)
+    nxt = node.nodes.get(toks[i])
+    if nxt is not None:
+        _reach(nxt, toks, i + 1, out)
+
+
+def _wild_only(node: _Node) -> bool:
+    if node.nodes:
+        return False
+    return (node.pwc is None or _wild_only(node.pwc)) and (node.fwc is None or _wild_only(node.fwc))
