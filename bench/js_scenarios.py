@@ -110,13 +110,15 @@ def publish_and_fetch(plan: Plan, versions: dict[str, str]) -> list[Measure]:
             Target("ratio_min", 0.30, ">= 0.30x"),
         ),
         (
+            # Like with like: nats-server's default is periodic sync (2 min), so headwater runs
+            # in "2m" mode too, where the consumer state writes also skip their fsyncs.
             "js_fetch.file",
-            "JS pull fetch+ack 16 B, file",
+            "JS pull fetch+ack 16 B, file, periodic sync",
             "js_fetch",
             ["-storage", "file", "-batch", "500"],
             {"headwater": INTERVAL, "nats": DEFAULT},
             plan.js_fetch_msgs,
-            None,
+            Target("ratio_min", 0.25, ">= 0.25x"),
         ),
     ]
     try:

@@ -16,13 +16,15 @@ from typing import Any
 class Target:
     """A bound from the issue, on the ratio (``ratio_min``, ``ratio_max``) or headwater's figure."""
 
-    kind: str  # "ratio_min" | "ratio_max" | "headwater_max"
+    kind: str  # "ratio_min" | "ratio_max" | "headwater_max" | "headwater_min"
     value: float
     text: str
 
     def met(self, headwater: float | None, ratio: float | None) -> bool | None:
         if self.kind == "headwater_max":
             return None if headwater is None else headwater < self.value
+        if self.kind == "headwater_min":
+            return None if headwater is None else headwater >= self.value
         if ratio is None:
             return None
         if self.kind == "ratio_min":

@@ -1,13 +1,15 @@
 """Benchmark headwater-server against nats-server, both in the same run, with ratios.
 
-    python bench/run.py [--quick] [--only core|latency|conns|js] [--json out.json]
+    python bench/run.py [--quick] [--only core|latency|conns|js|consumers] [--json out.json]
 
 Scenarios (issue 2): core publish and pub/sub with 16-byte payloads (gobench and nats-py as
 loads), request/reply latency (nats-py), and 5,000 idle connections (server RSS). Every ratio
 is headwater / nats-server. Issue 3 adds JetStream (``--only js``, bench/js_scenarios.py): async
 publish with file storage in two durability modes and with memory storage, pull fetch, and a
-stream holding many messages (RSS, restart time). Figures are printed, never asserted: speed
-on a shared 2-core machine is noisy, which is why both servers are measured side by side.
+stream holding many messages (RSS, restart time). Issue 4 adds consumers (``--only consumers``,
+bench/consumer_bench.py): ordered push replay and publish with many idle durables. Figures
+are printed, never asserted: speed on a shared 2-core machine is noisy, which is why both
+servers are measured side by side.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import consumer_bench
 import js_scenarios
 import report
 import scenarios
 from results import Measure
 from servers import nats_server_version, raise_fd_limit
 
-GROUPS = ("core", "latency", "conns", "js")
+GROUPS = ("core", "latency", "conns", "js", "consumers")
 
 
 def source_revision() -> str:
@@ -100,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         measures += scenarios.idle_connections(plan)
     if "js" in groups:
         measures += js_scenarios.jetstream(plan, machine)
+    if "consumers" in groups:
+        measures += consumer_bench.consumers(plan)
 
     report.render(measures, machine)
     if args.json:

@@ -38,15 +38,20 @@ class Plan:
     js_fetch_msgs: int
     js_stored_msgs: int  # messages kept in a stream for the RSS and restart figures
     store_bench_msgs: int  # --msgs for bench/store_bench.py
+    consumer_replay_msgs: int  # messages an ordered push consumer replays (issue 4)
+    consumer_pub_msgs: int  # acked publishes per run, with and without idle durables
+    idle_consumers: int  # idle durable consumers on the stream for the second publish row
 
 
 FULL = Plan("full", gobench_msgs=2_000_000, natspy_msgs=300_000, requests=10_000,
             latency_rounds=10, idle_conns=IDLE_TARGET_CONNS, repeats=3, js_msgs=300_000,
             js_durable_msgs=30_000, js_fetch_msgs=50_000, js_stored_msgs=2_000_000,
-            store_bench_msgs=2_000_000)  # fmt: skip
+            store_bench_msgs=2_000_000, consumer_replay_msgs=100_000, consumer_pub_msgs=100_000,
+            idle_consumers=1_000)  # fmt: skip
 QUICK = Plan("quick", gobench_msgs=100_000, natspy_msgs=20_000, requests=400,
              latency_rounds=2, idle_conns=500, repeats=1, js_msgs=20_000, js_durable_msgs=2_000,
-             js_fetch_msgs=5_000, js_stored_msgs=50_000, store_bench_msgs=50_000)  # fmt: skip
+             js_fetch_msgs=5_000, js_stored_msgs=50_000, store_bench_msgs=50_000,
+             consumer_replay_msgs=5_000, consumer_pub_msgs=5_000, idle_consumers=50)  # fmt: skip
 
 # A load takes the server URL and a message count.
 Load = Callable[[str, int], Throughput]

@@ -40,6 +40,11 @@ SCENARIO_IDS = {
     "js_store.restart",
     "store.rss_per_msg",
     "store.restart",
+    # Consumers (issue 4)
+    "consumers.ordered_replay",
+    "consumers.pub_idle0",
+    "consumers.pub_idleN",
+    "consumers.pub_kept",
 }
 
 # Rows quoted from bench/store_bench.py, which measures headwater's file store alone: there is
@@ -93,3 +98,4 @@ def test_quick_run_prints_a_ratio_for_every_scenario(tmp_path: Path) -> None:
     assert "hw default, nats sync_interval always" in measures["js_pub.file_durable"]["note"]
     assert "hw sync_interval 2m, nats default" in measures["js_pub.file_interval"]["note"]
     assert "-storage memory" in measures["js_pub.memory"]["note"]
+    assert "hw sync_interval 2m, nats default" in measures["consumers.ordered_replay"]["note"]

@@ -104,7 +104,7 @@ class ConsumerManager:
         self._wiring[id(consumer)] = wiring
         stream.consumers[consumer.name] = consumer
         if directory is not None:
-            wiring.state = cstate.ConsumerState(consumer, directory)
+            wiring.state = cstate.ConsumerState(consumer, directory, self.service.sync)
         consumer.on_max_deliveries = self._max_deliveries
         consumer.on_terminated = self._terminated
         consumer.on_naked = self._naked

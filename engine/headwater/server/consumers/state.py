@@ -2,7 +2,14 @@
 
 ``meta.inf`` holds the config (written on create/update); ``o.json`` the delivery state:
 delivered sequences, ack floor, pending messages with their delivery times, and delivery
-counts. Both are replaced atomically (temp file, fsync, rename, fsync dir).
+counts. Both are replaced atomically (temp file, rename).
+
+How durable a state write is follows the server's stream sync policy, so an ack is exactly as
+durable as the messages it acknowledges: under ``ack`` (default) and ``always`` every write is
+fsynced (file and directory) before ack replies go out, so an acked message is not redelivered
+after a crash. Under ``interval`` the stream itself only fsyncs every N seconds, so paying two
+fsyncs per consumer write would buy nothing; writes skip the fsync and a timer fsyncs the
+latest state once per interval, and :meth:`ConsumerState.flush` (clean close) fsyncs always.
 
 State changes are coalesced: :meth:`ConsumerState.changed` marks the consumer dirty and one
 writer task saves the latest state, so a burst of acks costs one write. An ack sent as a
@@ -14,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -24,6 +32,7 @@ import orjson
 
 from headwater.server.jetstream.layout import parse_time
 from headwater.server.jetstream.wire import dumps, rfc3339
+from headwater.server.store import SyncPolicy
 from headwater.server.store.atomic import fsync_dir, write_atomic
 
 from .consumer import Pending
@@ -121,12 +130,34 @@ def load_consumers(stream_dir: Path) -> list[StoredConsumer]:
     return found
 
 
+def write_unsynced(path: Path, data: bytes) -> None:
+    """Replace ``path`` by temp file and rename, leaving the fsync to :func:`sync_file`."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def sync_file(path: Path) -> None:
+    """Make an earlier :func:`write_unsynced` of ``path`` durable (data, then the rename)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(path.parent)
+
+
 class ConsumerState:
     """Writes one consumer's state after changes, one write at a time."""
 
-    def __init__(self, consumer: Consumer, directory: Path) -> None:
+    def __init__(self, consumer: Consumer, directory: Path, sync: SyncPolicy | None = None) -> None:
         self.consumer = consumer
         self.directory = directory
+        policy = sync or SyncPolicy()
+        self.deferred_sync = policy.mode == "interval"
+        """True when writes skip the fsync and a timer makes them durable (``interval``)."""
+        self._interval = policy.interval
+        self._sync_timer: asyncio.TimerHandle | None = None
         self._dirty = False
         self._task: asyncio.Task[None] | None = None
         self._replies: list[str] = []
@@ -152,7 +183,9 @@ class ConsumerState:
                     break
                 data = snapshot(self.consumer)
                 try:
-                    await asyncio.to_thread(write_atomic, self.directory / STATE_FILE, data)
+                    await asyncio.to_thread(self._write, data)
+                    if self.deferred_sync:
+                        self._arm_sync()
                 except OSError as exc:
                     log.error("consumer %s: state write failed: %s", self.consumer.name, exc)
                 if not self.consumer.closed or replies:
@@ -161,10 +194,39 @@ class ConsumerState:
         finally:
             self._task = None
 
+    def _write(self, data: bytes) -> None:
+        """One state write (worker thread), fsynced unless the policy defers it."""
+        path = self.directory / STATE_FILE
+        if not self.deferred_sync:
+            write_atomic(path, data)
+            return
+        write_unsynced(path, data)
+
+    def _arm_sync(self) -> None:
+        if self._sync_timer is None and not self.consumer.closed:
+            loop = asyncio.get_running_loop()
+            self._sync_timer = loop.call_later(self._interval, self._sync_due)
+
+    def _sync_due(self) -> None:
+        """The interval passed: fsync the state written since (skipped once closed: the
+        final :meth:`flush` fsyncs, and a deleted consumer's directory is gone)."""
+        self._sync_timer = None
+        if not self.consumer.closed:
+            asyncio.get_running_loop().create_task(self._sync_now())
+
+    async def _sync_now(self) -> None:
+        try:
+            await asyncio.to_thread(sync_file, self.directory / STATE_FILE)
+        except OSError as exc:
+            log.error("consumer %s: state sync failed: %s", self.consumer.name, exc)
+
     async def flush(self) -> None:
-        """Wait for the writes in flight (at shutdown), then save once more."""
+        """Wait for the writes in flight (at shutdown), then save once more, fsynced."""
         if self._task is not None:
             await asyncio.shield(self._task)
+        if self._sync_timer is not None:
+            self._sync_timer.cancel()
+            self._sync_timer = None
         if self.directory.exists():
             await asyncio.to_thread(
                 write_atomic, self.directory / STATE_FILE, snapshot(self.consumer)

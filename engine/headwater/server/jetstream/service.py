@@ -24,6 +24,7 @@ from headwater.server.store import StoreConfig, StreamStore, SyncPolicy, open_st
 
 from . import errors, layout
 from .accountinfo import ApiStats, Resources, account_info
+from .advisories import publish_stream_action
 from .api import CONSUMER_ROUTES, ROUTES, ApiRouter
 from .stream import Stream, store_limits
 from .streamapi import StreamApi
@@ -198,12 +199,14 @@ class JetStreamService:
             except OSError as exc:
                 raise errors.STREAM_CREATE.exc(err=str(exc)) from None
         try:
-            return self._open(cfg, created, directory)
+            stream = self._open(cfg, created, directory)
         except Exception as exc:
             log.error("JetStream failed to create stream '%s': %s", cfg.name, exc)
             if directory is not None:
                 layout.remove_stream_dir(directory)
             raise errors.STREAM_CREATE.exc(err="error creating store for stream") from None
+        self._advise(cfg, "create")
+        return stream
 
     async def update_stream(self, name: str, cfg: StreamConfig) -> Stream:
         stream = self.streams[name]
@@ -213,6 +216,7 @@ class JetStreamService:
             except OSError as exc:
                 raise errors.STREAM_UPDATE.exc(err=str(exc)) from None
         stream.update(cfg)
+        self._advise(cfg, "modify")
         return stream
 
     async def delete_stream(self, name: str) -> None:
@@ -221,6 +225,11 @@ class JetStreamService:
         await stream.delete()
         if stream.directory is not None:
             await asyncio.to_thread(layout.remove_stream_dir, stream.directory)
+        self._advise(stream.config, "delete")
+
+    def _advise(self, cfg: StreamConfig, action: str) -> None:
+        """The stream_action advisory for a lifecycle change made through the API."""
+        publish_stream_action(self.client, cfg.name, action, cfg.template_owner, self.domain or "")
 
     # --- monitoring ----------------------------------------------------------------------
 

@@ -1,0 +1,49 @@
+"""Stream lifecycle advisories on ``$JS.EVENT.ADVISORY.STREAM.<CREATED|UPDATED|DELETED>.<name>``.
+
+Monitoring tools (``nats event --js-advisory``, jsm.go) decode these by ``type``, so the body
+carries nats-server's ``stream_action`` field names: ``type``, ``id``, ``timestamp``,
+``stream``, ``action`` (create | modify | delete), then ``template`` and ``domain`` only when
+set (the reference omits empty ones). Consumer advisories live in ``consumers.manager``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import TYPE_CHECKING, Any
+
+from .wire import dumps, rfc3339
+
+if TYPE_CHECKING:
+    from headwater.server.connections.internal import InternalClient
+
+__all__ = ["STREAM_ADVISORY", "publish_stream_action", "stream_action_body"]
+
+STREAM_ADVISORY = "$JS.EVENT.ADVISORY.STREAM"
+_SUBJECT_VERB = {"create": "CREATED", "modify": "UPDATED", "delete": "DELETED"}
+
+
+def stream_action_body(stream: str, action: str, template: str = "", domain: str = "") -> bytes:
+    """The JSON body of one ``io.nats.jetstream.advisory.v1.stream_action`` event."""
+    body: dict[str, Any] = {
+        "type": "io.nats.jetstream.advisory.v1.stream_action",
+        "id": secrets.token_hex(11),
+        "timestamp": rfc3339(time.time_ns()),
+        "stream": stream,
+        "action": action,
+    }
+    if template:
+        body["template"] = template
+    if domain:
+        body["domain"] = domain
+    return dumps(body)
+
+
+def publish_stream_action(
+    client: InternalClient | None, stream: str, action: str, template: str = "", domain: str = ""
+) -> None:
+    """Publish the advisory for ``action`` on ``stream``; a no-op before the service started."""
+    if client is None:
+        return
+    subject = f"{STREAM_ADVISORY}.{_SUBJECT_VERB[action]}.{stream}"
+    client.publish(subject, stream_action_body(stream, action, template, domain))
