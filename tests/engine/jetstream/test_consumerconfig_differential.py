@@ -34,6 +34,7 @@ from headwater.server.jetstream.consumerconfig_validate import (
 from headwater.server.jetstream.errors import STREAM_NOT_FOUND, ApiErrorException
 from headwater.server.jetstream.streamconfig import StreamConfig
 from headwater.server.jetstream.streamconfig_validate import create_stream_request
+from support.jsreference import delete_all_streams, normalized_config, reference_outcome
 
 pytestmark = pytest.mark.differential
 
@@ -471,7 +472,7 @@ class Model:
             cfg = self._create(step.subject, step.body)
         except ApiErrorException as exc:
             return ("error", exc.error.err_code, exc.error.description)
-        return ("ok", _normalized(consumer_config_to_json(cfg)))
+        return ("ok", normalized_config(consumer_config_to_json(cfg)))
 
     def _create(self, subject: str, body: bytes) -> ConsumerConfig:
         tokens = subject.split(".")
@@ -499,26 +500,8 @@ class Model:
         return cfg
 
 
-def _normalized(config: dict[str, Any]) -> dict[str, Any]:
-    config = dict(config)
-    metadata = {
-        k: v for k, v in config.get("metadata", {}).items() if k not in ("_nats.ver", "_nats.level")
-    }
-    config["metadata"] = metadata
-    return config
-
-
-def _reference_outcome(response: dict[str, Any]) -> tuple[Any, ...]:
-    if "error" in response:
-        error = response["error"]
-        return ("error", error["err_code"], error["description"])
-    return ("ok", _normalized(response["config"]))
-
-
 async def _reset(nc: nats.NATS) -> None:
-    reply = await nc.request("$JS.API.STREAM.NAMES", b"", timeout=5)
-    for name in json.loads(reply.data).get("streams") or []:
-        await nc.request(f"$JS.API.STREAM.DELETE.{name}", b"", timeout=5)
+    await delete_all_streams(nc)
     for name, fields in STREAMS.items():
         body = json.dumps({"name": name} | fields).encode()
         reply = await nc.request(f"$JS.API.STREAM.CREATE.{name}", body, timeout=5)
@@ -533,7 +516,7 @@ async def test_same_decision_as_reference(reference_server: Any, steps: list[Ste
         model = Model()
         for index, step in enumerate(steps):
             reply = await nc.request(f"$JS.API.{step.subject}", step.body, timeout=5)
-            theirs = _reference_outcome(json.loads(reply.data))
+            theirs = reference_outcome(json.loads(reply.data))
             ours = model.apply(step)
             where = f"step {index} ({step.subject} {step.body[:100]!r})"
             if step.expect == NEWER:
@@ -575,21 +558,21 @@ async def test_nats_py_round_trip_update_matches(reference_server: Any) -> None:
         step = Step("CONSUMER.CREATE.S.RT", body)
         reply = await nc.request(f"$JS.API.{step.subject}", body, timeout=5)
         created = json.loads(reply.data)
-        assert model.apply(step) == _reference_outcome(created)
+        assert model.apply(step) == reference_outcome(created)
         ours = consumer_config_to_json(model.consumers["S"]["RT"])
         for source in (created["config"], ours):
             client_cfg = ClientConfig.from_response(copy.deepcopy(source))
             echoed = json.dumps({"stream_name": "S", "config": client_cfg.as_dict()}).encode()
             echo = Step("CONSUMER.CREATE.S.RT", echoed)
             reply = await nc.request(f"$JS.API.{echo.subject}", echoed, timeout=5)
-            theirs = _reference_outcome(json.loads(reply.data))
+            theirs = reference_outcome(json.loads(reply.data))
             assert model.apply(echo) == theirs
             assert theirs[0] == "ok"
             # nats-py does not carry max_batch/max_expires, so only those may differ.
             expected = {
                 k: v for k, v in created["config"].items() if k not in ("max_batch", "max_expires")
             }
-            assert theirs[1] == _normalized(expected)
+            assert theirs[1] == normalized_config(expected)
     finally:
         await nc.close()
 
@@ -665,7 +648,7 @@ async def test_nats_py_requests(reference_server: Any, case: str) -> None:
         model = Model()
         for index, step in enumerate(steps):
             reply = await nc.request(f"$JS.API.{step.subject}", step.body, timeout=5)
-            theirs = _reference_outcome(json.loads(reply.data))
+            theirs = reference_outcome(json.loads(reply.data))
             ours = model.apply(step)
             assert ours == theirs, f"step {index} ({step.subject} {step.body!r})"
     finally:

@@ -25,6 +25,7 @@ from headwater.server.jetstream.errors import ApiErrorException
 from headwater.server.jetstream.streamconfig import StreamConfig, config_to_json
 from headwater.server.jetstream.streamconfig_update import update_stream_request
 from headwater.server.jetstream.streamconfig_validate import create_stream_request
+from support.jsreference import delete_all_streams, normalized_config, reference_outcome
 
 pytestmark = pytest.mark.differential
 
@@ -298,42 +299,20 @@ class Model:
         except ApiErrorException as exc:
             return ("error", exc.error.err_code, exc.error.description)
         self.streams[cfg.name] = cfg
-        return ("ok", _normalized(config_to_json(cfg)))
-
-
-def _normalized(config: dict[str, Any]) -> dict[str, Any]:
-    config = dict(config)
-    metadata = {
-        k: v for k, v in config.get("metadata", {}).items() if k not in ("_nats.ver", "_nats.level")
-    }
-    config["metadata"] = metadata
-    return config
-
-
-def _reference_outcome(response: dict[str, Any]) -> tuple[Any, ...]:
-    if "error" in response:
-        error = response["error"]
-        return ("error", error["err_code"], error["description"])
-    return ("ok", _normalized(response["config"]))
-
-
-async def _delete_all(nc: nats.NATS) -> None:
-    reply = await nc.request("$JS.API.STREAM.NAMES", b"", timeout=5)
-    for name in json.loads(reply.data).get("streams") or []:
-        await nc.request(f"$JS.API.STREAM.DELETE.{name}", b"", timeout=5)
+        return ("ok", normalized_config(config_to_json(cfg)))
 
 
 @pytest.mark.parametrize("steps", SCENARIOS.values(), ids=SCENARIOS.keys())
 async def test_same_decision_as_reference(reference_server: Any, steps: list[Step]) -> None:
     nc = await nats.connect(reference_server.url)
     try:
-        await _delete_all(nc)
+        await delete_all_streams(nc)
         model = Model()
         for index, step in enumerate(steps):
             reply = await nc.request(
                 f"$JS.API.STREAM.{step.verb}.{step.name}", step.body, timeout=5
             )
-            theirs = _reference_outcome(json.loads(reply.data))
+            theirs = reference_outcome(json.loads(reply.data))
             ours = model.apply(step)
             where = f"step {index} ({step.verb} {step.body[:80]!r})"
             if step.expect == UNSUPPORTED:
@@ -343,7 +322,7 @@ async def test_same_decision_as_reference(reference_server: Any, steps: list[Ste
             else:
                 assert ours == theirs, f"{where}\n ours:   {ours}\n theirs: {theirs}"
     finally:
-        await _delete_all(nc)
+        await delete_all_streams(nc)
         await nc.close()
 
 
@@ -384,20 +363,20 @@ async def test_nats_py_round_trip_update_matches(reference_server: Any) -> None:
     body = json.dumps(ROUND_TRIP).encode()
     nc = await nats.connect(reference_server.url)
     try:
-        await _delete_all(nc)
+        await delete_all_streams(nc)
         model = Model()
         reply = await nc.request("$JS.API.STREAM.CREATE.RT", body, timeout=5)
         created = json.loads(reply.data)
-        assert model.apply(Step("CREATE", "RT", body)) == _reference_outcome(created)
+        assert model.apply(Step("CREATE", "RT", body)) == reference_outcome(created)
         for source in (created["config"], config_to_json(model.streams["RT"])):
             echoed = json.dumps(
                 ClientConfig.from_response(copy.deepcopy(source)).as_dict()
             ).encode()
             reply = await nc.request("$JS.API.STREAM.UPDATE.RT", echoed, timeout=5)
-            theirs = _reference_outcome(json.loads(reply.data))
+            theirs = reference_outcome(json.loads(reply.data))
             ours = model.apply(Step("UPDATE", "RT", echoed))
             assert ours == theirs
-            assert ours[1] == _normalized(created["config"])
+            assert ours[1] == normalized_config(created["config"])
     finally:
-        await _delete_all(nc)
+        await delete_all_streams(nc)
         await nc.close()
