@@ -1,0 +1,1 @@
+"""The ``headwater`` command line: imperative commands and the GitOps plan/apply flow."""

@@ -1,0 +1,8 @@
+"""Exit codes a pipeline can rely on (../shared/reference/interfaces.md)."""
+
+OK = 0
+"""Success; for ``plan`` and ``diff``, also "no changes"."""
+ERROR = 1
+"""Any error: bad input, a refused change, a server error, no connection."""
+CHANGES = 2
+"""``plan`` and ``diff`` only: the live state differs from the desired state."""

@@ -1,0 +1,100 @@
+"""How every way in connects to a server: one settings model, one connect function.
+
+The CLI fills it from flags and ``NATS_URL``/``NATS_CREDS``; the operator from a Secret or
+ConfigMap; the Terraform provider from its provider block. Keeping one model means the same
+option means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from collections.abc import Mapping
+
+import nats
+from nats.aio.client import Client
+from pydantic import BaseModel, ConfigDict, field_validator
+
+DEFAULT_URL = "nats://127.0.0.1:4222"
+
+
+class ConnectionSettings(BaseModel):
+    """Where the server is and how to authenticate. Every field is optional but ``servers``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    servers: tuple[str, ...] = (DEFAULT_URL,)
+    """Server URLs; a comma-separated string is split, as nats-server's tools accept."""
+    credentials: str | None = None
+    """Path to a NATS .creds file (JWT plus nkey seed)."""
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_ca: str | None = None
+    connect_timeout: float = 5.0
+    """Seconds for the first connection; a control plane should fail fast, not retry forever."""
+
+    @field_validator("servers", mode="before")
+    @classmethod
+    def _split_servers(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",")]
+        if isinstance(value, list | tuple):
+            urls = tuple(str(part) for part in value if str(part).strip())
+            if not urls:
+                raise ValueError("at least one server URL is required")
+            return urls
+        return value
+
+    @classmethod
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, **overrides: object
+    ) -> ConnectionSettings:
+        """Settings from ``NATS_URL``/``NATS_CREDS``/``NATS_USER``/``NATS_PASSWORD``/``NATS_TOKEN``,
+        with explicit values (those not None) taking precedence."""
+        env = os.environ if env is None else env
+        values: dict[str, object] = {}
+        for key, name in (
+            ("servers", "NATS_URL"),
+            ("credentials", "NATS_CREDS"),
+            ("user", "NATS_USER"),
+            ("password", "NATS_PASSWORD"),
+            ("token", "NATS_TOKEN"),
+        ):
+            if env.get(name):
+                values[key] = env[name]
+        values.update({key: value for key, value in overrides.items() if value is not None})
+        return cls.model_validate(values)
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """A client TLS context when any TLS file is set, else None (plain TCP or tls:// URL)."""
+        if not (self.tls_ca or self.tls_cert or self.tls_key):
+            return None
+        context = ssl.create_default_context(cafile=self.tls_ca)
+        if self.tls_cert:
+            context.load_cert_chain(self.tls_cert, self.tls_key)
+        return context
+
+    async def connect(self, **options: object) -> Client:
+        """Connect with nats-py. Extra keyword options go to ``nats.connect`` unchanged."""
+        kwargs: dict[str, object] = {
+            "servers": list(self.servers),
+            "connect_timeout": self.connect_timeout,
+            "allow_reconnect": False,
+            "max_reconnect_attempts": 0,
+            "name": "headwater-control",
+        }
+        if self.credentials:
+            kwargs["user_credentials"] = self.credentials
+        if self.user is not None:
+            kwargs["user"] = self.user
+            kwargs["password"] = self.password or ""
+        if self.token is not None:
+            kwargs["token"] = self.token
+        context = self.ssl_context()
+        if context is not None:
+            kwargs["tls"] = context
+        kwargs.update(options)
+        return await nats.connect(**kwargs)
