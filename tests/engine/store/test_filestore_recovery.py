@@ -169,6 +169,7 @@ def test_bit_flip_detected_on_read(tmp_path: Path) -> None:
     store = filled(tmp_path)
     victim = 33
     store._blocks.flush()
+    store._recent.clear()  # as if the message had aged out of the recent-message cache
     block = Path(store._blocks.block_for(victim).path)
     _flip_in_record(tmp_path, block, victim, store)
     msgs_before = store.state().msgs
@@ -178,6 +179,19 @@ def test_bit_flip_detected_on_read(tmp_path: Path) -> None:
     nxt = store.load_next(">", victim)
     assert nxt is not None and nxt.seq == victim + 1
     store.check()
+
+
+def test_recent_messages_are_served_from_memory_within_the_bound(tmp_path: Path) -> None:
+    store = FileStore(cfg(tmp_path, block_size=1 << 20))
+    big = b"x" * (1 << 20)
+    for _ in range(12):
+        store.store_msg("a", b"", big)
+    assert store.load_msg(12) is store._recent[12]
+    assert 1 not in store._recent  # older than RECENT_BYTES: read back from the blocks
+    assert store.load_msg(1) is not None and store.load_msg(1).data == big
+    store.remove_msg(12, erase=True)
+    assert 12 not in store._recent
+    store.close()
 
 
 def test_erase_overwrites_payload_on_disk(tmp_path: Path) -> None:

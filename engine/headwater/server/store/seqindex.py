@@ -265,7 +265,10 @@ class SeqIndex:
         start = max(start, self.first)
         if start > self.last:
             return None
-        if ids is None:
+        if ids is None or len(ids) == len(self.subjects):
+            # ``ids`` holds live subjects only: matching all of them is matching any, and the
+            # live bitmap answers that without looking at subjects (a consumer filtered on a
+            # stream's single subject is the common case).
             return self.next_live(start)
         if len(ids) <= _FEW:
             best: int | None = None

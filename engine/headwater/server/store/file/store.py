@@ -14,6 +14,7 @@ killed process loses nothing); ``durable()`` adds the fsync through group commit
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
 import hmac
 import logging
@@ -41,6 +42,13 @@ log = logging.getLogger("headwater.store")
 FORMAT_NAME = "format.json"
 FORMAT_VERSION = 1
 
+RECENT_BYTES = 8 * 1024 * 1024
+"""How much of the newest data is served from memory instead of the blocks. Consumers that
+keep up with publishers (the common case) read what was just written; without this every such
+read re-parses and re-checksums a record we built a moment ago, about a quarter of a pull
+consumer's CPU. nats-server keeps recently written messages cached per block for the same
+reason."""
+
 
 class StoreFormat(msgspec.Struct):
     version: int
@@ -64,6 +72,9 @@ class FileStore(IndexedStore):
         self._log = DeleteLog(self._io, self._dir)
         self._commit = GroupCommit(self._prepare_sync)
         self._flush_soon = False
+        self._recent: dict[int, StoredMsg] = {}
+        self._recent_order: collections.deque[int] = collections.deque()
+        self._recent_bytes = 0
         self._open()
 
     # ------------------------------------------------------------------ open
@@ -131,7 +142,22 @@ class FileStore(IndexedStore):
         except (ValueError, OSError) as exc:
             raise StoreError(f"cannot write message: {exc}") from exc
         self._commit.dirty()
+        self._remember(StoredMsg(subject, seq, hdr, data, ts))
         return off
+
+    def _remember(self, msg: StoredMsg) -> None:
+        """Keep ``msg`` readable from memory while it is among the newest RECENT_BYTES.
+
+        Entries are never invalidated on removal: reads only ask for sequences the index
+        says are live, and a stored message never changes."""
+        recent = self._recent
+        recent[msg.seq] = msg
+        self._recent_order.append(msg.seq)
+        self._recent_bytes += len(msg.hdr) + len(msg.data) + 64
+        while self._recent_bytes > RECENT_BYTES:
+            old = recent.pop(self._recent_order.popleft(), None)
+            if old is not None:
+                self._recent_bytes -= len(old.hdr) + len(old.data) + 64
 
     def _after_write(self) -> None:
         mode = self._policy.mode
@@ -156,6 +182,9 @@ class FileStore(IndexedStore):
             self._log.flush()
 
     def _read(self, seq: int, loc: Any) -> StoredMsg | None:
+        cached = self._recent.get(seq)
+        if cached is not None:
+            return cached
         idx = self._idx
         blk = self._blocks.block_for(seq)
         try:
@@ -180,6 +209,11 @@ class FileStore(IndexedStore):
         self._remove(seq, False)
 
     def _removed(self, seq: int, size: int, loc: Any, erase: bool) -> None:
+        if erase:
+            # A secure delete leaves no copy behind, in memory either.
+            old = self._recent.pop(seq, None)
+            if old is not None:
+                self._recent_bytes -= len(old.hdr) + len(old.data) + 64
         self._log.delete(seq)
         self._commit.dirty()
         self._blocks.removed(seq, size, loc, erase)
