@@ -16,7 +16,7 @@ import random
 import secrets
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from headwater import __version__
@@ -26,6 +26,7 @@ from headwater.server.connections.tls import server_context
 from headwater.server.jetstream.versioning import ADVERTISED_SERVER_VERSION
 from headwater.server.monitoring.connz import closed_record
 from headwater.server.protocol import encoder
+from headwater.server.routing.subjects import subject_matches
 from headwater.server.routing.sublist import Sublist, SublistResult
 from headwater.server.subscription import Receiver, Subscription
 
@@ -83,6 +84,11 @@ class Server:
         self._listener: asyncio.AbstractServer | None = None
         self._stopped = asyncio.Event()
         self.reply_memo = ReplyMemo(self.sublist)
+        self.interest_epoch = 0
+        """Bumped by every subscribe and unsubscribe: a kept :meth:`match` result is current
+        while it is unchanged."""
+        self._interest_watchers: dict[str, list[Callable[[], None]]] = {}
+        """Literal subject -> callbacks run when a subscription that matches it appears."""
         # Totals for /varz.
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
         self.slow_consumers = 0
@@ -241,11 +247,47 @@ class Server:
 
     # --- routing -------------------------------------------------------------------------
 
+    def match(self, subject: str) -> SublistResult:
+        """The subscriptions a message on ``subject`` goes to."""
+        if subject.startswith(ONE_SHOT_PREFIXES):
+            return self.reply_memo.match(subject)
+        return self.sublist.match(subject)
+
     def subscribe(self, sub: Subscription) -> None:
+        self.interest_epoch += 1
         self.sublist.insert(sub)
         self.reply_memo.clear()
+        if self._interest_watchers:
+            self._notify_interest(sub.subject)
+
+    def watch_interest(self, subject: str, callback: Callable[[], None]) -> None:
+        """Call ``callback`` whenever a subscription matching ``subject`` (a literal) is made:
+        how a push consumer created before its client subscribes learns it can deliver."""
+        self._interest_watchers.setdefault(subject, []).append(callback)
+
+    def unwatch_interest(self, subject: str, callback: Callable[[], None]) -> None:
+        callbacks = self._interest_watchers.get(subject)
+        if callbacks and callback in callbacks:
+            callbacks.remove(callback)
+            if not callbacks:
+                del self._interest_watchers[subject]
+
+    def _notify_interest(self, sub_subject: str) -> None:
+        watchers = self._interest_watchers
+        if sub_subject in watchers:
+            fired = list(watchers[sub_subject])
+        else:
+            fired = [
+                callback
+                for subject, callbacks in watchers.items()
+                if subject_matches(sub_subject, subject)
+                for callback in callbacks
+            ]
+        for callback in fired:
+            callback()
 
     def unsubscribe(self, sub: Subscription) -> None:
+        self.interest_epoch += 1
         self.sublist.remove(sub)
         self.reply_memo.clear()
 
@@ -268,8 +310,13 @@ class Server:
         payload: bytes,
         size: int,
         shown_subject: str | None = None,
+        targets: SublistResult | None = None,
     ) -> int:
         """Deliver one message to every matching subscription; returns how many got it.
+
+        ``targets`` is a :meth:`match` result the caller kept for ``subject`` (valid while
+        :attr:`interest_epoch` is unchanged): a consumer delivering a run of messages to one
+        subject matches it once.
 
         ``shown_subject`` is the subject receivers see when it differs from the one routed
         on: a consumer's message goes to its deliver subject or pull inbox but carries the
@@ -278,10 +325,7 @@ class Server:
         """
         self.in_msgs += 1
         self.in_bytes += size
-        if subject.startswith(ONE_SHOT_PREFIXES):
-            result = self.reply_memo.match(subject)
-        else:
-            result = self.sublist.match(subject)
+        result = self.match(subject) if targets is None else targets
         shown = subject if shown_subject is None else shown_subject
         delivered = 0
         no_echo = not sender.echo

@@ -211,3 +211,58 @@ async def test_rate_limit_spaces_deliveries(nc: Client) -> None:
         await raw.next_msg(2)
     # 4 more messages of ~1 kB each at 8 kB/s take about 0.5 s.
     assert 0.3 < loop.time() - start < 1.5
+
+
+async def test_flow_control_window_stalls_until_answered(nc: Client) -> None:
+    """A byte window, as nats-server's: a client that never answers gets less than the
+    stream, a FlowControl Request among it; answering releases the rest."""
+    js = nc.jetstream()
+    await js.add_stream(name="PUSHFC", subjects=["pushfc"])
+    body = b"x" * 1024
+    total = 3000  # about 3 MiB: more than the first window (2 MiB) allows
+    for _ in range(total):
+        await nc.publish("pushfc", body)
+    await nc.flush()
+    for _ in range(50):
+        if (await js.stream_info("PUSHFC")).state.messages == total:
+            break
+        await asyncio.sleep(0.05)
+    inbox = nc.new_inbox()
+    got: asyncio.Queue[Msg] = asyncio.Queue()
+
+    async def keep(msg: Msg) -> None:
+        await got.put(msg)
+
+    await nc.subscribe(inbox, cb=keep, pending_msgs_limit=-1, pending_bytes_limit=-1)
+    cfg = ConsumerConfig(
+        deliver_subject=inbox, ack_policy=AckPolicy.NONE, idle_heartbeat=5, flow_control=True
+    )
+    await js.add_consumer("PUSHFC", cfg)
+
+    async def drain(seconds: float) -> tuple[int, list[str]]:
+        data, requests = 0, []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while (left := deadline - loop.time()) > 0:
+            try:
+                msg = await asyncio.wait_for(got.get(), left)
+            except TimeoutError:
+                break
+            if msg.headers and msg.headers.get("Status") == "100":
+                assert msg.headers.get("Description") == "FlowControl Request"
+                requests.append(msg.reply)
+            else:
+                data += 1
+        return data, requests
+
+    before, requests = await drain(1.0)
+    assert requests, "no FlowControl Request before the window filled"
+    assert 0 < before < total
+    received = before
+    while received < total:
+        for reply in requests:
+            await nc.publish(reply, b"")
+        more, requests = await drain(1.0)
+        assert more or requests, f"stalled at {received} of {total} after answering"
+        received += more
+    assert received == total

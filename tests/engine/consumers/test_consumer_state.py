@@ -20,10 +20,20 @@ class Sublist:
         return True
 
 
+class Server:
+    """What a consumer asks of the server: is anybody listening, and the match to keep."""
+
+    sublist = Sublist()
+    interest_epoch = 0
+
+    def match(self, subject: str) -> bool:
+        return True
+
+
 @dataclass
 class Client:
     sent: list[tuple[str, bytes, str, bytes | None]] = field(default_factory=list)
-    server: Any = field(default_factory=lambda: type("S", (), {"sublist": Sublist()})())
+    server: Any = field(default_factory=Server)
 
     def subscribe(self, subject: str, handler: Any, queue: str | None = None) -> object:
         return object()
@@ -38,6 +48,7 @@ class Client:
         reply: str = "",
         hdr: bytes | None = None,
         shown_subject: str | None = None,
+        targets: object = None,
     ) -> int:
         self.sent.append((subject, payload, reply, hdr))
         return 1
@@ -169,4 +180,35 @@ async def test_pending_count_in_ack_subjects_follows_new_messages() -> None:
     deliver(c, 3)
     assert stream.client.sent[-1][2].endswith(".0")
     assert c.num_pending(fresh=True) == 0
+    c.stop(deleted=False)
+
+
+async def test_read_ahead_skips_messages_removed_after_they_were_read() -> None:
+    stream, c = make(6)
+    assert deliver(c, 1) == [1]
+    assert [m.seq for m in c._ahead] == [1, 2, 3, 4, 5, 6]  # one batched read
+    stream.store.remove_msg(3)
+    stream.store.remove_msg(4)
+    assert deliver(c, 3) == [2, 5, 6]
+    assert c._next() is None
+    stream.store.store_msg("s.new", b"", b"late")
+    assert deliver(c, 1) == [7]  # appended after the buffer ran dry: read again
+    c.stop(deleted=False)
+
+
+async def test_read_ahead_is_dropped_when_the_filter_changes() -> None:
+    _, c = make(6)
+    assert deliver(c, 1) == [1]
+    c.config = msgspec.structs.replace(c.config, filter_subject="s.5")
+    c.filters = c._filters()
+    assert deliver(c, 1) == [6]  # s.5 is message 6; buffered s.1 .. s.4 are not it
+    c.stop(deleted=False)
+
+
+async def test_unget_returns_the_same_message_next() -> None:
+    _, c = make(3)
+    item = c._next()
+    assert item is not None and item[0].seq == 1
+    c._unget(item[0].seq, item[1])
+    assert deliver(c, 3) == [1, 2, 3]
     c.stop(deleted=False)

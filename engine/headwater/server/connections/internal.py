@@ -14,6 +14,7 @@ from headwater.server.subscription import Subscription
 
 if TYPE_CHECKING:
     from headwater.server.node import Server
+    from headwater.server.routing.sublist import SublistResult
 
 Handler = Callable[[Subscription, str, str, "bytes | None", bytes], None]
 
@@ -50,12 +51,14 @@ class InternalClient:
         reply: str = "",
         hdr: bytes | None = None,
         shown_subject: str | None = None,
+        targets: SublistResult | None = None,
     ) -> int:
-        """Route a message; ``shown_subject`` is what receivers see, if not ``subject``."""
+        """Route a message; ``shown_subject`` is what receivers see, if not ``subject``;
+        ``targets`` a kept match for ``subject`` (see :meth:`Server.route`)."""
         size = len(payload) + (len(hdr) if hdr is not None else 0)
         self.out_msgs += 1
         self.out_bytes += size
-        return self.server.route(self, subject, reply, hdr, payload, size, shown_subject)
+        return self.server.route(self, subject, reply, hdr, payload, size, shown_subject, targets)
 
     def deliver(
         self, sub: Subscription, subject: str, reply: str, hdr: bytes | None, payload: bytes

@@ -98,6 +98,23 @@ class ConsumerManager:
                 continue
             self._attach(consumer, fresh=fresh, directory=item.directory)
 
+    async def restore(
+        self, stream: Stream, name: str, cfg: Any, created_ns: int, state: bytes
+    ) -> Consumer:
+        """Add a consumer taken from a backup, with its delivery state (stream restore)."""
+        consumer = Consumer(stream, name, cfg, created_ns)
+        cstate.restore(consumer, state)
+        directory = None
+        if self.persistent(stream, cfg):
+            assert stream.directory is not None
+            directory = cstate.consumer_dir(stream.directory, name)
+            await asyncio.to_thread(cstate.write_meta, directory, ccfg.stored_json(cfg), created_ns)
+        self._attach(consumer, fresh=False, directory=directory)
+        wiring = self._wiring.get(id(consumer))
+        if wiring is not None and wiring.state is not None:
+            wiring.state.changed(consumer)  # the restored state, saved as any later change
+        return consumer
+
     def _attach(self, consumer: Consumer, *, fresh: bool, directory: Any) -> None:
         stream = consumer.stream
         wiring = _Wiring()

@@ -1,12 +1,17 @@
 """Push delivery: messages go to ``deliver_subject`` while somebody listens there.
 
 * **Binding.** nats-py creates a push consumer before it subscribes to the deliver subject,
-  and routing has no interest-change hook, so an unbound consumer re-checks the subject's
-  interest every :data:`BIND_POLL` seconds (``push_bound`` in CONSUMER.INFO).
-* **Flow control.** With ``flow_control``, after every :data:`FC_EVERY` messages (or
-  :data:`FC_BYTES`) a ``100 FlowControl Request`` status goes out with a
-  ``$JS.FC.<stream>.<consumer>.<n>`` reply; delivery stalls while
-  :data:`FC_MAX_OUTSTANDING` requests are unanswered.
+  so an unbound consumer asks the server to tell it when a matching subscription appears
+  (:meth:`Server.watch_interest`) and starts delivering at once (``push_bound`` in
+  CONSUMER.INFO). Losing interest is noticed on the next delivery pass.
+* **Flow control.** With ``flow_control``, delivery is limited by a window of bytes sent but
+  not yet confirmed, as nats-server's is: it starts at :data:`FC_WINDOW_LIMIT` / 16, a
+  ``100 FlowControl Request`` (reply ``$JS.FC.<stream>.<consumer>.<n>``) goes out once half
+  the window is used, delivery stalls when the window is full, and each answer releases the
+  bytes sent before its request and doubles the window up to :data:`FC_WINDOW_LIMIT`. A
+  window counted in bytes keeps a fast client busy (a message-count window of a few hundred
+  left nats-py idle between answers) while a client that stops answering gets at most the
+  window.
 * **Idle heartbeats.** Every ``idle_heartbeat`` without a delivery: ``100 Idle Heartbeat``
   with ``Nats-Last-Consumer`` / ``Nats-Last-Stream`` (and ``Nats-Consumer-Stalled`` naming the
   flow-control reply a stalled consumer waits for), which ordered consumers use to spot gaps.
@@ -30,10 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = ["PushDelivery"]
 
-BIND_POLL = 0.05
-FC_EVERY = 256
-FC_BYTES = 1 << 20
-FC_MAX_OUTSTANDING = 2
+FC_WINDOW_LIMIT = 32 * 1024 * 1024
+"""The largest flow-control window in bytes (nats-server's ``JsFlowControlMaxPending``)."""
 
 
 class PushDelivery:
@@ -55,11 +58,15 @@ class PushDelivery:
         self.last_sent = time.monotonic()
         self._fc_prefix = f"$JS.FC.{consumer.stream.name}.{consumer.name}."
         self._fc_n = 0
-        self._fc_outstanding: list[str] = []
-        self._since_fc = 0
-        self._fc_bytes = 0
+        self._fc_reply = ""
+        """The unanswered flow-control request's reply subject, "" when none."""
+        self._fc_size = 0
+        """Bytes the unanswered request releases when answered."""
+        self._window = FC_WINDOW_LIMIT // 16
+        self._in_flight = 0
+        """Bytes delivered and not yet released by a flow-control answer."""
         self._fc_sub: Subscription | None = None
-        self._poll: asyncio.TimerHandle | None = None
+        self._watching = False
         self._hb: asyncio.TimerHandle | None = None
         self._replay: asyncio.TimerHandle | None = None
         self._last_ts = 0
@@ -75,7 +82,8 @@ class PushDelivery:
 
     def stop(self) -> None:
         self.stopped = True
-        for handle in (self._poll, self._hb, self._replay):
+        self._unwatch()
+        for handle in (self._hb, self._replay):
             if handle is not None:
                 handle.cancel()
         if self._fc_sub is not None:
@@ -85,12 +93,17 @@ class PushDelivery:
     def has_interest(self) -> bool:
         return bool(self.c.client.server.sublist.match(self.subject))
 
-    def _poll_later(self) -> None:
-        if self._poll is None and not self.stopped:
-            self._poll = asyncio.get_running_loop().call_later(BIND_POLL, self._on_poll)
+    def _watch(self) -> None:
+        if not self._watching and not self.stopped:
+            self._watching = True
+            self.c.client.server.watch_interest(self.subject, self._on_interest)
 
-    def _on_poll(self) -> None:
-        self._poll = None
+    def _unwatch(self) -> None:
+        if self._watching:
+            self._watching = False
+            self.c.client.server.unwatch_interest(self.subject, self._on_interest)
+
+    def _on_interest(self) -> None:
         # Through the consumer's pass, not :meth:`pump` directly: that pass is what puts a
         # newly bound consumer among the stream's ``hungry`` ones, woken by new messages. An
         # ack-none consumer (ordered consumers, KV watchers) has no acks to wake it otherwise.
@@ -103,13 +116,15 @@ class PushDelivery:
             return
         self.bound = self.has_interest()
         if not self.bound:
-            self._poll_later()
+            self._watch()
             return
+        self._unwatch()
         c.last_active = time.time_ns()
         if self._replay is not None:
             return
         sent = False
-        while c._can_send() and len(self._fc_outstanding) < FC_MAX_OUTSTANDING:
+        flow_control = self.flow_control
+        while c._can_send() and not (flow_control and self._in_flight > self._window):
             if c._paused() and not c.rdq:
                 break
             item = c._next()
@@ -132,11 +147,8 @@ class PushDelivery:
             c.deliver(self.subject, msg, dc)
             sent = True
             self._last_ts, self._last_at = msg.ts, time.monotonic()
-            if self.flow_control:
-                self._since_fc += 1
-                self._fc_bytes += len(msg.hdr) + len(msg.data)
-                if self._since_fc >= FC_EVERY or self._fc_bytes >= FC_BYTES:
-                    self._send_fc()
+            if flow_control:
+                self._count_in_flight(len(msg.subject) + len(msg.hdr) + len(msg.data) + 64)
         if sent:
             self.last_sent = time.monotonic()
             if c.on_change is not None:
@@ -166,24 +178,37 @@ class PushDelivery:
         self._last_ts = 0
         self.pump()
 
+    def _count_in_flight(self, size: int) -> None:
+        """Account ``size`` more bytes (the 64 stand for the ack reply subject); ask for an
+        answer once half the window is used."""
+        self._in_flight += size
+        if not self._fc_reply:
+            if self._in_flight > self._window // 2:
+                self._send_fc()
+        elif self._in_flight - self._fc_size >= self._window:
+            # Past a full window beyond the request: its answer releases these bytes too.
+            self._fc_size += size
+
     def _send_fc(self) -> None:
         self._fc_n += 1
-        reply = f"{self._fc_prefix}{self._fc_n}"
-        self._fc_outstanding.append(reply)
-        self._since_fc = 0
-        self._fc_bytes = 0
+        self._fc_reply = f"{self._fc_prefix}{self._fc_n}"
+        self._fc_size = self._in_flight
         self.c.client.publish(
-            self.subject, b"", reply=reply, hdr=headers.status(100, "FlowControl Request")
+            self.subject,
+            b"",
+            reply=self._fc_reply,
+            hdr=headers.status(100, "FlowControl Request"),
         )
 
     def _on_fc(
         self, sub: Subscription, subject: str, reply: str, hdr: bytes | None, payload: bytes
     ) -> None:
-        if subject in self._fc_outstanding:
-            # An answer releases it and every older request.
-            idx = self._fc_outstanding.index(subject)
-            del self._fc_outstanding[: idx + 1]
-            self.c.kick()
+        if not self._fc_reply or subject != self._fc_reply:
+            return  # a stale or duplicate answer
+        self._window = min(self._window * 2, FC_WINDOW_LIMIT)
+        self._in_flight = max(self._in_flight - self._fc_size, 0)
+        self._fc_reply, self._fc_size = "", 0
+        self.c.kick()
 
     def _arm_heartbeat(self) -> None:
         if not self.stopped:
@@ -195,8 +220,8 @@ class PushDelivery:
             return
         if time.monotonic() - self.last_sent >= self.heartbeat * 0.95 and self.has_interest():
             extra = self.c.last_delivered_headers()
-            if self._fc_outstanding:
-                extra["Nats-Consumer-Stalled"] = self._fc_outstanding[-1]
+            if self._fc_reply:
+                extra["Nats-Consumer-Stalled"] = self._fc_reply
             self.c.client.publish(
                 self.subject, b"", hdr=headers.status(100, "Idle Heartbeat", extra)
             )

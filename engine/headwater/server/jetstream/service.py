@@ -26,6 +26,7 @@ from . import errors, layout
 from .accountinfo import ApiStats, Resources, account_info
 from .advisories import publish_stream_action
 from .api import CONSUMER_ROUTES, ROUTES, ApiRouter
+from .snapshot import SNAPSHOT_ROUTES, SnapshotApi
 from .stream import Stream, store_limits
 from .streamapi import StreamApi
 from .streamconfig import StreamConfig
@@ -108,9 +109,12 @@ class JetStreamService:
         await self._recover()
         self.templates.recover()
         handlers = _Handlers(
-            StreamApi(self), ConsumerApi(self, self.consumers), TemplateApi(self.templates)
+            StreamApi(self),
+            ConsumerApi(self, self.consumers),
+            TemplateApi(self.templates),
+            SnapshotApi(self),
         )
-        routes = ROUTES + CONSUMER_ROUTES + TEMPLATE_ROUTES
+        routes = ROUTES + CONSUMER_ROUTES + TEMPLATE_ROUTES + SNAPSHOT_ROUTES
         self.router = ApiRouter(self.client, handlers, self.stats, self.api_prefixes, routes)
         self.router.start()
         log.info("Took %.2fms to start JetStream", (time.perf_counter() - began) * 1000)
@@ -168,9 +172,17 @@ class JetStreamService:
             budget=self.resources.budget(cfg.storage),
         )
 
-    def _open(self, cfg: StreamConfig, created_ns: int, directory: Path | None) -> Stream:
+    def _open(
+        self,
+        cfg: StreamConfig,
+        created_ns: int,
+        directory: Path | None,
+        store: StreamStore | None = None,
+    ) -> Stream:
+        """Register a stream over its store: opened here, or one filled already (restore)."""
         assert self.client is not None
-        store: StreamStore = open_store(self._store_config(cfg, directory))
+        if store is None:
+            store = open_store(self._store_config(cfg, directory))
         stream = Stream(
             config=cfg,
             created_ns=created_ns,

@@ -263,14 +263,24 @@ class StreamStore(Protocol):
         "never"). Raises a ``StoreError`` subclass when a discard-new limit refuses it."""
         ...
 
+    def store_raw_msg(
+        self, subject: str, hdr: bytes, data: bytes, seq: int, ts: int, ttl_ns: int = 0
+    ) -> None:
+        """Append a message with its original ``seq`` and ``ts`` (stream restore): sequences
+        skipped before ``seq`` become deleted ones. No discard limit is applied, since the
+        stream is rebuilt as it was. ``seq`` must be past ``last_seq`` and ``ts`` no earlier
+        than the last message's, else ``StoreError``."""
+        ...
+
     async def durable(self) -> None:
         """Return once everything appended (or removed) before the call is on stable storage,
         as far as the sync policy promises."""
         ...
 
-    def skip_msgs(self, seq: int, n: int) -> None:
+    def skip_msgs(self, seq: int, n: int, ts_ns: int | None = None) -> None:
         """Consume ``n`` sequences starting at ``seq`` (must be ``last_seq + 1``) without
-        storing anything (mirrors and sources)."""
+        storing anything (mirrors and sources). ``ts_ns`` is the time they carry when given
+        (a restore keeps the original ``last_ts``, 0 included); otherwise now."""
         ...
 
     def set_first_seq(self, seq: int) -> int:
@@ -282,6 +292,18 @@ class StreamStore(Protocol):
 
     def load_next(self, filter: str, start_seq: int) -> StoredMsg | None:
         """First message with seq ≥ ``start_seq`` whose subject matches ``filter``."""
+        ...
+
+    def load_next_batch(
+        self, filter: str, start_seq: int, limit: int, max_bytes: int
+    ) -> list[StoredMsg]:
+        """Messages matching ``filter`` from ``start_seq`` on, in order, as successive
+        :meth:`load_next` calls would return them: at most ``limit``, and none past the one
+        that brings headers and payloads to ``max_bytes`` (always at least one if any)."""
+        ...
+
+    def is_live(self, seq: int) -> bool:
+        """Whether message ``seq`` is stored (not removed, expired or purged)."""
         ...
 
     def load_last(self, filter: str) -> StoredMsg | None: ...

@@ -160,6 +160,36 @@ class IndexedStore(ABC):
             self._run_hooks()
         return seq, ts
 
+    def store_raw_msg(
+        self, subject: str, hdr: bytes, data: bytes, seq: int, ts: int, ttl_ns: int = 0
+    ) -> None:
+        self._check_open()
+        idx = self._idx
+        if seq <= idx.last:
+            raise StoreError(f"restored message {seq} is not after {idx.last}")
+        if ts < self._last_ts:
+            raise StoreError(f"restored message {seq} is older than the one before it")
+        size = self._msg_size(subject, hdr, data)
+        budget = self._budget
+        if budget is not None and not budget.fits(size):
+            raise StorageFull()
+        if seq > idx.last + 1:
+            # The gap takes the previous message's time, keeping timestamps non-decreasing.
+            idx.skip(seq - idx.last - 1, self._last_ts)
+            self._floor()
+        loc = self._write(seq, subject, hdr, data, ts, ttl_ns, size)
+        idx.append(seq, subject, ts, size, loc)
+        self._last_ts = ts
+        if budget is not None:
+            budget.used += size
+        if ttl_ns > 0:
+            exp = ts + ttl_ns
+            self._ttl[seq] = exp
+            heapq.heappush(self._ttl_heap, (exp, seq))
+        elif ttl_ns < 0:
+            self._never.add(seq)
+        self._after_write()
+
     def _enforce_old(self) -> None:
         lim = self._limits
         idx = self._idx
@@ -170,14 +200,14 @@ class IndexedStore(ABC):
             while idx.bytes > lim.max_bytes:
                 self._remove(idx.first, False, "max_bytes")
 
-    def skip_msgs(self, seq: int, n: int) -> None:
+    def skip_msgs(self, seq: int, n: int, ts_ns: int | None = None) -> None:
         self._check_open()
         idx = self._idx
         if seq != idx.last + 1:
             raise StoreError("expected sequence does not match store")
         if n <= 0:
             return
-        self._last_ts = max(self._last_ts, time.time_ns())
+        self._last_ts = max(self._last_ts, time.time_ns() if ts_ns is None else ts_ns)
         idx.skip(n, self._last_ts)
         self._floor()
 
@@ -368,6 +398,25 @@ class IndexedStore(ABC):
         idx = self._idx
         ids = idx.subjects.match(filter)
         return self._load_found(idx.next_match(ids, start_seq), ids, True)
+
+    def load_next_batch(
+        self, filter: str, start_seq: int, limit: int, max_bytes: int
+    ) -> list[StoredMsg]:
+        idx = self._idx
+        ids = idx.subjects.match(filter)
+        found: list[StoredMsg] = []
+        seq, size = start_seq, 0
+        while len(found) < limit and size < max_bytes:
+            msg = self._load_found(idx.next_match(ids, seq), ids, True)
+            if msg is None:
+                break
+            found.append(msg)
+            seq = msg.seq + 1
+            size += len(msg.hdr) + len(msg.data)
+        return found
+
+    def is_live(self, seq: int) -> bool:
+        return self._idx.is_live(seq)
 
     def load_last(self, filter: str) -> StoredMsg | None:
         return self.load_prev(filter, self._idx.last)

@@ -1,0 +1,279 @@
+"""Back streams up to directories and restore them, over plain NATS requests (nats-py).
+
+A backup directory holds ``backup.json`` (``{"config": ..., "state": ...}`` as the server
+reported them when the snapshot began, the layout ``nats stream backup`` writes) and
+``stream.hwarc``, the archive (docs/ARCHIVE.md). The snapshot and restore flows are the
+JetStream API's (``$JS.API.STREAM.SNAPSHOT`` / ``RESTORE``, see
+``headwater.server.jetstream.snapshot``); nats-py has no helper for them, so this module
+speaks the raw protocol: chunks in, an empty ack per chunk, a status message at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nats.aio.client import Client
+from nats.errors import TimeoutError as NatsTimeoutError
+
+from headwater.archive import ArchiveError, scan_archive
+
+__all__ = [
+    "ARCHIVE_FILE",
+    "BACKUP_FILE",
+    "BackupError",
+    "BackupResult",
+    "Progress",
+    "backup_account",
+    "backup_stream",
+    "prepare_directory",
+    "restore_stream",
+    "stream_names",
+]
+
+API = "$JS.API"
+ARCHIVE_FILE = "stream.hwarc"
+BACKUP_FILE = "backup.json"
+UPLOAD_CHUNK = 128 * 1024
+
+Progress = Callable[[int, int], None]
+"""``progress(done_bytes, expected_bytes)``; ``expected`` is the stream's stored bytes, an
+estimate of the archive's size before compression."""
+
+
+class BackupError(Exception):
+    """A backup or restore failed; ``err_code`` is the server's JetStream error code, if any."""
+
+    def __init__(self, message: str, err_code: int = 0) -> None:
+        super().__init__(message)
+        self.err_code = err_code
+
+
+@dataclass(frozen=True)
+class BackupResult:
+    stream: str
+    directory: Path
+    archive_bytes: int
+    messages: int
+    """Messages in the stream when the snapshot began."""
+    stream_bytes: int
+    seconds: float
+
+
+def _api_error(reply: dict[str, Any], what: str) -> BackupError:
+    err = reply.get("error") or {}
+    return BackupError(
+        f"{what}: {err.get('description', 'unknown error')}", int(err.get("err_code", 0))
+    )
+
+
+async def _api(nc: Client, subject: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+    try:
+        msg = await nc.request(f"{API}.{subject}", json.dumps(body).encode(), timeout=timeout)
+    except NatsTimeoutError:
+        raise BackupError(f"no reply to {API}.{subject} within {timeout}s") from None
+    reply: dict[str, Any] = json.loads(msg.data)
+    return reply
+
+
+def prepare_directory(directory: str | Path, force: bool) -> Path:
+    """Create ``directory`` if needed; refuse a non-empty one unless ``force``."""
+    path = Path(directory)
+    if path.exists() and not path.is_dir():
+        raise BackupError(f"{path} exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()) and not force:
+        raise BackupError(f"{path} is not empty (use --force to write into it)")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+async def stream_names(nc: Client, timeout: float = 5.0) -> list[str]:
+    """Every stream of the account, through the paged STREAM.NAMES endpoint."""
+    names: list[str] = []
+    while True:
+        reply = await _api(nc, "STREAM.NAMES", {"offset": len(names)}, timeout)
+        if reply.get("error"):
+            raise _api_error(reply, "listing streams failed")
+        page = reply.get("streams") or []
+        names.extend(page)
+        if not page or len(names) >= int(reply.get("total", 0)):
+            return names
+
+
+async def backup_stream(
+    nc: Client,
+    stream: str,
+    directory: str | Path,
+    *,
+    force: bool = False,
+    consumers: bool = True,
+    check: bool = False,
+    chunk_size: int = 128 * 1024,
+    window_size: int = 8 * 1024 * 1024,
+    timeout: float = 10.0,
+    progress: Progress | None = None,
+) -> BackupResult:
+    """Snapshot ``stream`` into ``directory`` (``backup.json`` and ``stream.hwarc``).
+
+    ``timeout`` bounds the API reply and each wait for the next chunk. The archive is written
+    under a temporary name and renamed once the server reported success (status 204).
+    """
+    began = time.perf_counter()
+    path = prepare_directory(directory, force)
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox, pending_bytes_limit=64 * 1024 * 1024)
+    partial = path / (ARCHIVE_FILE + ".partial")
+    try:
+        request = {
+            "deliver_subject": inbox,
+            "no_consumers": not consumers,
+            "chunk_size": chunk_size,
+            "window_size": window_size,
+            "jsck": check,
+        }
+        reply = await _api(nc, f"STREAM.SNAPSHOT.{stream}", request, timeout)
+        if reply.get("error"):
+            raise _api_error(reply, f"snapshot of {stream} failed")
+        state = reply.get("state") or {}
+        expected = int(state.get("bytes", 0))
+        received = 0
+        with open(partial, "wb") as out:
+            while True:
+                try:
+                    msg = await sub.next_msg(timeout=timeout)
+                except NatsTimeoutError:
+                    raise BackupError(
+                        f"snapshot of {stream}: no data for {timeout}s ({received} bytes in)"
+                    ) from None
+                if msg.data:
+                    out.write(msg.data)
+                    received += len(msg.data)
+                    if msg.reply:
+                        await nc.publish(msg.reply, b"")
+                    if progress is not None:
+                        progress(received, expected)
+                    continue
+                status = (msg.headers or {}).get("Status", "")
+                if status not in ("", "204"):
+                    description = (msg.headers or {}).get("Description", "")
+                    raise BackupError(f"snapshot of {stream} ended with {status} {description}")
+                break
+        os.replace(partial, path / ARCHIVE_FILE)
+        backup = {"config": reply.get("config"), "state": state}
+        (path / BACKUP_FILE).write_text(json.dumps(backup, indent=2))
+        return BackupResult(
+            stream=stream,
+            directory=path,
+            archive_bytes=received,
+            messages=int(state.get("messages", 0)),
+            stream_bytes=expected,
+            seconds=time.perf_counter() - began,
+        )
+    finally:
+        partial.unlink(missing_ok=True)
+        await sub.unsubscribe()
+
+
+async def backup_account(
+    nc: Client,
+    directory: str | Path,
+    *,
+    force: bool = False,
+    consumers: bool = True,
+    check: bool = False,
+    timeout: float = 10.0,
+    on_stream: Callable[[str], Progress | None] | None = None,
+) -> list[BackupResult]:
+    """Back every stream up into ``directory/<stream>/``; ``on_stream(name)`` may return a
+    progress callback for that stream."""
+    root = prepare_directory(directory, force)
+    results = []
+    for name in sorted(await stream_names(nc, timeout)):
+        progress = on_stream(name) if on_stream is not None else None
+        results.append(
+            await backup_stream(
+                nc,
+                name,
+                root / name,
+                force=True,
+                consumers=consumers,
+                check=check,
+                timeout=timeout,
+                progress=progress,
+            )
+        )
+    return results
+
+
+def read_backup(directory: str | Path) -> tuple[dict[str, Any], Path]:
+    """``backup.json`` of a backup directory and the path of its archive."""
+    path = Path(directory)
+    meta = path / BACKUP_FILE
+    archive = path / ARCHIVE_FILE
+    if not meta.is_file() or not archive.is_file():
+        raise BackupError(f"{path} is not a backup directory ({BACKUP_FILE}, {ARCHIVE_FILE})")
+    try:
+        backup = json.loads(meta.read_text())
+    except (OSError, ValueError) as exc:
+        raise BackupError(f"{meta}: {exc}") from None
+    if not isinstance(backup, dict) or not isinstance(backup.get("config"), dict):
+        raise BackupError(f"{meta} has no stream config")
+    return backup, archive
+
+
+async def restore_stream(
+    nc: Client,
+    directory: str | Path,
+    *,
+    verify: bool = False,
+    config: dict[str, Any] | None = None,
+    timeout: float = 10.0,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Restore the backup in ``directory``; returns the new stream's info (server JSON).
+
+    ``verify`` reads the whole archive first and refuses a damaged one without contacting the
+    server. ``config`` replaces the backed-up config (its name must stay the same).
+    """
+    backup, archive = read_backup(directory)
+    if verify:
+        try:
+            scan_archive(archive)
+        except ArchiveError as exc:
+            raise BackupError(f"{archive} failed verification: {exc}") from None
+    cfg = config if config is not None else backup["config"]
+    name = str(cfg.get("name", ""))
+    reply = await _api(
+        nc, f"STREAM.RESTORE.{name}", {"config": cfg, "state": backup.get("state")}, timeout
+    )
+    if reply.get("error"):
+        raise _api_error(reply, f"restore of {name} refused")
+    deliver = reply["deliver_subject"]
+    total = archive.stat().st_size
+    sent = 0
+    with open(archive, "rb") as fh:
+        while chunk := fh.read(UPLOAD_CHUNK):
+            try:
+                ack = await nc.request(deliver, chunk, timeout=timeout)
+            except NatsTimeoutError:
+                raise BackupError(f"restore of {name}: no ack after {sent} bytes") from None
+            if ack.data:
+                raise _api_error(json.loads(ack.data), f"restore of {name} failed")
+            sent += len(chunk)
+            if progress is not None:
+                progress(sent, total)
+    # The server loads the whole archive before answering: allow for its size.
+    final_timeout = max(timeout, 30.0 + total / (20 * 1024 * 1024))
+    try:
+        done = await nc.request(deliver, b"", timeout=final_timeout)
+    except NatsTimeoutError:
+        raise BackupError(f"restore of {name}: no result within {final_timeout:.0f}s") from None
+    result: dict[str, Any] = json.loads(done.data)
+    if result.get("error"):
+        raise _api_error(result, f"restore of {name} failed")
+    return result
