@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 import nats
 from nats.aio.client import Client
+from nats.errors import NoServersError
 from pydantic import BaseModel, ConfigDict, field_validator
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
@@ -79,11 +80,16 @@ class ConnectionSettings(BaseModel):
 
     async def connect(self, **options: object) -> Client:
         """Connect with nats-py. Extra keyword options go to ``nats.connect`` unchanged."""
+        errors = _Errors()
         kwargs: dict[str, object] = {
             "servers": list(self.servers),
             "connect_timeout": self.connect_timeout,
             "allow_reconnect": False,
-            "max_reconnect_attempts": 0,
+            # nats-py reads 0 as "no limit" when picking the first server, so a server that
+            # is down made connect() loop forever; 1 fails after a second try.
+            "max_reconnect_attempts": 1,
+            "reconnect_time_wait": 0.2,
+            "error_cb": errors.record,
             "name": "headwater-control",
         }
         if self.credentials:
@@ -97,4 +103,20 @@ class ConnectionSettings(BaseModel):
         if context is not None:
             kwargs["tls"] = context
         kwargs.update(options)
-        return await nats.connect(**kwargs)
+        try:
+            return await nats.connect(**kwargs)
+        except NoServersError as failure:
+            reason = f": {errors.last}" if errors.last is not None else ""
+            servers = ", ".join(self.servers)
+            raise ConnectionError(f"no server reachable at {servers}{reason}") from failure
+
+
+class _Errors:
+    """Collects connect errors: nats-py logs each failed attempt with a traceback by default,
+    and then raises a bare NoServersError that no longer says why."""
+
+    def __init__(self) -> None:
+        self.last: Exception | None = None
+
+    async def record(self, error: Exception) -> None:
+        self.last = error
