@@ -100,7 +100,6 @@ REFUSED = [
         "discard new per subject requires discard new policy to be set",
     ),
     ({}, {"allow_msg_schedules": True}, 10052, "message schedules are not supported yet"),
-    ({}, {"sources": (StreamSource(name="O"),)}, 10052, "stream sources are not supported yet"),
 ]
 
 

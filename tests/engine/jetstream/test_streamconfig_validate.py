@@ -471,8 +471,6 @@ def test_account_byte_limits(
         ),
         ({"num_replicas": 3, "max_age": -1}, 10052, "max age can not be negative"),
         ({"num_replicas": 3}, 10074, "replicas > 1 not supported in non-clustered mode"),
-        ({"mirror": StreamSource(name="O")}, 10052, "stream mirrors are not supported yet"),
-        ({"sources": (StreamSource(name="O"),)}, 10052, "stream sources are not supported yet"),
         ({"allow_msg_counter": True}, 10052, "message counters are not supported yet"),
         ({"allow_atomic": True}, 10052, "atomic batch publish is not supported yet"),
         ({"allow_msg_schedules": True}, 10052, "message schedules are not supported yet"),

@@ -37,6 +37,10 @@ __all__ = ["PushDelivery"]
 
 FC_WINDOW_LIMIT = 32 * 1024 * 1024
 """The largest flow-control window in bytes (nats-server's ``JsFlowControlMaxPending``)."""
+PASS_BUDGET = 4096
+"""Messages one delivery pass sends before it yields to the event loop (the next pass is
+scheduled at once): a full window of small messages is some 300,000 of them, seconds of work
+that would otherwise hold up API requests and every other client (a mirror catching up)."""
 
 
 class PushDelivery:
@@ -123,6 +127,7 @@ class PushDelivery:
         if self._replay is not None:
             return
         sent = False
+        budget = PASS_BUDGET
         flow_control = self.flow_control
         while c._can_send() and not (flow_control and self._in_flight > self._window):
             if c._paused() and not c.rdq:
@@ -149,6 +154,10 @@ class PushDelivery:
             self._last_ts, self._last_at = msg.ts, time.monotonic()
             if flow_control:
                 self._count_in_flight(len(msg.subject) + len(msg.hdr) + len(msg.data) + 64)
+            budget -= 1
+            if not budget:
+                c.kick()
+                break
         if sent:
             self.last_sent = time.monotonic()
             if c.on_change is not None:

@@ -26,6 +26,7 @@ from . import errors, layout
 from .accountinfo import ApiStats, Resources, account_info
 from .advisories import publish_stream_action
 from .api import CONSUMER_ROUTES, ROUTES, ApiRouter
+from .replication import ReplicationManager
 from .snapshot import SNAPSHOT_ROUTES, SnapshotApi
 from .stream import Stream, store_limits
 from .streamapi import StreamApi
@@ -85,6 +86,7 @@ class JetStreamService:
         self.router: ApiRouter | None = None
         self.consumers = ConsumerManager(self)
         self.templates = TemplateManager(self)
+        self.replication = ReplicationManager(self)
 
     @property
     def server_name(self) -> str:
@@ -125,6 +127,7 @@ class JetStreamService:
             await self.router.stop()
             self.router = None
         await self.templates.close()
+        self.replication.close()
         for stream in list(self.streams.values()):
             try:
                 await self.consumers.close_stream(stream, deleted=False)
@@ -196,6 +199,7 @@ class JetStreamService:
         )
         self.streams[cfg.name] = stream
         stream.start()
+        self.replication.attach(stream)
         return stream
 
     async def create_stream(self, cfg: StreamConfig) -> Stream:
@@ -227,12 +231,15 @@ class JetStreamService:
                 await asyncio.to_thread(layout.write_meta, stream.directory, cfg, stream.created_ns)
             except OSError as exc:
                 raise errors.STREAM_UPDATE.exc(err=str(exc)) from None
+        previous = stream.config
         stream.update(cfg)
+        self.replication.reconfigure(stream, previous.mirror, previous.sources)
         self._advise(cfg, "modify")
         return stream
 
     async def delete_stream(self, name: str) -> None:
         stream = self.streams.pop(name)
+        self.replication.detach(stream)
         await self.consumers.close_stream(stream, deleted=True)
         await stream.delete()
         if stream.directory is not None:

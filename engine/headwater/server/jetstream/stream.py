@@ -99,6 +99,8 @@ class Stream:
         self.interest_filters: list[str] = []
         """Subject filters of the consumers that hold interest ("" = everything); an interest
         retention stream stores only what one of them wants."""
+        self.replication: Any = None
+        """The stream's mirror or sources runner (:mod:`.replication`), None when neither."""
         self.input_transform: SubjectTransform | None = None
         self.republish_transform: SubjectTransform | None = None
         self._ack_prefix = b""

@@ -1,9 +1,7 @@
 """The reference's checks on a stream's ``mirror`` and ``sources``, in its order.
 
-Headwater does not run mirrors or sources yet and refuses configs that use them (see
-:func:`.streamconfig_validate.refuse_unsupported`), but only after these checks: a config the
-reference would refuse for a specific reason gets that reason and code here too, so clients see
-the same answer to a malformed mirror whether or not the feature exists.
+A config the reference would refuse for a specific reason gets that reason and code here
+too. The mirrors and sources themselves run in :mod:`.replication`.
 """
 
 from __future__ import annotations

@@ -407,8 +407,6 @@ def check_stream_config(
 
 
 _UNSUPPORTED = (
-    ("mirror", "stream mirrors are not supported yet"),
-    ("sources", "stream sources are not supported yet"),
     ("allow_msg_counter", "message counters are not supported yet"),
     ("allow_atomic", "atomic batch publish is not supported yet"),
     ("allow_msg_schedules", "message schedules are not supported yet"),

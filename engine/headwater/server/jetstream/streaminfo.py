@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from headwater.server.store.base import StreamState
 
+from .replication import replication_info
 from .streamconfig import config_to_json
 from .wire import rfc3339
 
@@ -59,6 +60,7 @@ def info_plain(stream: Stream) -> dict[str, Any]:
         "config": config_to_json(stream.config),
         "created": rfc3339(stream.created_ns),
         "state": state_json(stream.state(), consumer_count=len(stream.consumers)),
+        **replication_info(stream),
         "ts": rfc3339(time.time_ns()),
     }
 
@@ -69,6 +71,7 @@ def info_for_list(stream: Stream) -> dict[str, Any]:
         "config": config_to_json(stream.config, dynamic_metadata=False),
         "created": rfc3339(stream.created_ns),
         "state": state_json(stream.state(), consumer_count=len(stream.consumers)),
+        **replication_info(stream),
         "ts": rfc3339(time.time_ns()),
     }
 
@@ -112,5 +115,6 @@ def info_for_request(
     if domain:
         body["domain"] = domain
     body["cluster"] = {"leader": leader}
+    body.update(replication_info(stream))
     body["ts"] = rfc3339(time.time_ns())
     return body

@@ -1,0 +1,93 @@
+"""Mirror catch-up: how fast a new mirror copies a stream that already holds N messages.
+
+    python bench/mirror_bench.py [--quick] [--msgs N]
+
+For each server (headwater-server, then nats-server, same run): fill a file stream with N
+16-byte messages, create a mirror of it, and time from the create request until the mirror
+holds all N. Both servers use file storage with periodic sync (``sync_interval: "2m"``,
+nats-server's default), so the rows compare like with like. Default N is 1,000,000;
+``--quick`` uses 100,000. Figures are printed, never asserted (issue 5's target: at least
+50% of nats-server's rate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+import js_config
+import nats
+from js_config import INTERVAL
+from nats.aio.client import Client
+from nats.js.api import StorageType, StreamConfig, StreamSource
+from servers import KINDS, LABELS, running
+
+SIZE = 16
+CHUNK = 5_000
+"""Plain publishes per flush while filling (untimed)."""
+
+
+async def _count(nc: Client, name: str) -> int:
+    return int((await nc.jetstream().stream_info(name)).state.messages)
+
+
+async def fill(nc: Client, name: str, subject: str, msgs: int) -> None:
+    """Make ``name`` hold ``msgs`` messages; what a loaded server dropped is sent again."""
+    js = nc.jetstream()
+    await js.add_stream(name=name, subjects=[subject], storage=StorageType.FILE)
+    payload = b"x" * SIZE
+    have = 0
+    while have < msgs:
+        for start in range(have, msgs, CHUNK):
+            for _ in range(min(CHUNK, msgs - start)):
+                await nc.publish(subject, payload)
+            await nc.flush()
+        previous = -1
+        while have != previous and have < msgs:
+            previous = have
+            await asyncio.sleep(0.2)
+            have = await _count(nc, name)
+
+
+async def catch_up(url: str, msgs: int) -> float:
+    """Seconds from the mirror's creation until it holds ``msgs`` messages."""
+    nc = await nats.connect(url, allow_reconnect=False, pending_size=256 * 1024 * 1024)
+    try:
+        await fill(nc, "ORIGIN", "origin.data", msgs)
+        js = nc.jetstream()
+        began = time.perf_counter()
+        await js.add_stream(
+            StreamConfig(name="MIRROR", storage=StorageType.FILE, mirror=StreamSource("ORIGIN"))
+        )
+        while await _count(nc, "MIRROR") < msgs:
+            await asyncio.sleep(0.02)
+        return time.perf_counter() - began
+    finally:
+        await nc.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="100,000 messages instead of 1M")
+    parser.add_argument("--msgs", type=int, help="messages in the origin stream")
+    args = parser.parse_args(argv)
+    msgs = args.msgs or (100_000 if args.quick else 1_000_000)
+    rates: dict[str, float] = {}
+    with js_config.js_args(dict.fromkeys(KINDS, INTERVAL)) as per_kind:
+        for kind in KINDS:
+            with running(kind, per_kind[kind]) as server:
+                seconds = asyncio.run(catch_up(server.url, msgs))
+            rates[kind] = msgs / seconds
+            print(
+                f"{LABELS[kind]:<12} mirror catch-up of {msgs:,} msgs: {seconds:7.2f}s "
+                f"= {rates[kind]:>10,.0f} msgs/s",
+                flush=True,
+            )
+    ratio = rates["headwater"] / rates["nats"]
+    print(f"ratio headwater/nats-server: {ratio:.2f} (target >= 0.50)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,93 @@
+"""Appending a replicated message to a mirror: the tail of the publish path, no checks.
+
+The message keeps the origin's sequence and timestamp, as in the reference, unless the
+mirror has count or size limits of its own (see :func:`keeps_origin_times`).
+
+A mirror must hold exactly what its origin holds, so none of the publish checks apply
+(expected-sequence headers were stripped, message ids were deduplicated by the origin, TTL
+headers were accepted there). What a stored message sets in motion still happens: the
+stream's bookkeeping and expiry timer, roll-ups (when the mirror allows them, so a mirrored
+KV bucket drops what its origin dropped), republish and waking the mirror's own consumers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from headwater.server.jetstream import publish
+from headwater.server.protocol import headers
+
+if TYPE_CHECKING:
+    from headwater.server.jetstream.stream import Stream
+
+__all__ = ["align", "keeps_origin_times", "store_replicated"]
+
+
+def align(stream: Stream, seq: int) -> None:
+    """Make ``seq`` the stream's next sequence by skipping what lies between.
+
+    The caller knows the origin has nothing for the mirror in between (deleted, expired or
+    filtered out); an empty stream jumps there directly, as the reference's compact does.
+    """
+    last = stream.lseq
+    if seq <= last + 1:
+        return
+    store = stream.store
+    if store.state().msgs == 0:
+        store.compact(seq)
+    else:
+        store.skip_msgs(last + 1, seq - 1 - last)
+    stream.lseq = seq - 1
+
+
+def keeps_origin_times(stream: Stream) -> bool:
+    """Whether messages can be stored with the origin's sequence and time as they are.
+
+    The store's raw append (the one restores use) applies no count or size limit, so a mirror
+    with limits of its own stores through the normal append (its own clock) and
+    :func:`align`s the sequences first.
+    """
+    cfg = stream.config
+    return cfg.max_msgs <= 0 and cfg.max_bytes <= 0 and cfg.max_msgs_per_subject <= 0
+
+
+def store_replicated(
+    stream: Stream, subject: str, hdr: bytes, payload: bytes, seq: int = 0, ts: int = 0
+) -> int:
+    """Store one message as the mirror's next sequence; returns it.
+
+    With ``seq`` and ``ts`` (the origin's), the message keeps them: sequences in between
+    become deleted ones, as the reference's ``StoreRawMsg`` leaves them.
+    """
+    cfg = stream.config
+    ttl = 0
+    rollup = ""
+    if hdr:
+        ttl, ok = publish.parse_ttl(headers.get(hdr, publish.MSG_TTL))
+        if not ok:
+            ttl = 0
+        if cfg.allow_rollup_hdrs:
+            rollup = (headers.get(hdr, publish.ROLLUP) or "").lower()
+    last_on_subject = 0
+    if stream.republish_transform is not None:
+        previous = stream.store.load_last(subject)
+        last_on_subject = previous.seq if previous is not None else 0
+    ttl_ns = ttl * publish.SECOND if ttl > 0 else ttl
+    if seq:
+        stream.store.store_raw_msg(subject, hdr, payload, seq, ts, ttl_ns)
+    else:
+        seq, ts = stream.store.store_msg(subject, hdr, payload, ttl_ns)
+    # No message id is recorded: the origin deduplicated already, and a mirror never looks
+    # ids up, so they would pile up in its window for nothing.
+    stream.stored(seq, ts, "", ttl)
+    if hdr and headers.get(hdr, publish.MARKER_REASON):
+        stream.markers.add(seq)
+    if rollup == "sub":
+        stream.store.purge(subject, 0, 1)
+    elif rollup == "all":
+        stream.store.purge("", 0, 1)
+    if stream.republish_transform is not None:
+        stream.republish(subject, hdr, payload, seq, ts, last_on_subject)
+    if stream.hungry:
+        stream.signal_consumers(subject)
+    return seq
