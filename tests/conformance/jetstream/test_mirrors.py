@@ -336,12 +336,15 @@ async def test_mirror_recovers_when_its_origin_consumer_vanishes(
     try:
         js = nc.jetstream()
         await js.add_stream(name="VO", subjects=["vo.>"])
+        # The mirror's consumer on the origin is hidden from CONSUMER.NAMES (as nats-server
+        # hides it); its CREATED advisory names it.
+        created = await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.CREATED.VO.>")
         await js.add_stream(StreamConfig(name="VM", mirror=StreamSource(name="VO")))
         await _fill(nc, "VO", "vo", 3)
         await wait_last_seq(nc, "VM", 3)
-        names = (await api(nc, "CONSUMER.NAMES.VO"))["consumers"]
-        assert len(names) == 1
-        await js.delete_consumer("VO", names[0])
+        advisory = await created.next_msg(timeout=5)
+        assert (await api(nc, "CONSUMER.NAMES.VO"))["consumers"] == []
+        await js.delete_consumer("VO", advisory.subject.rsplit(".", 1)[1])
         await _fill(nc, "VO", "vo", 3, start=3)
         await wait_last_seq(nc, "VM", 6, timeout=40)
         assert await stored(nc, "VM") == await stored(nc, "VO")

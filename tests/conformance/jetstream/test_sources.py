@@ -292,3 +292,21 @@ async def test_sources_survive_kill_9_while_origins_are_written(headwater: Serve
             assert sorted(seq for n, seq in got if n == name) == list(range(1, last + 1))
     finally:
         await nc.close()
+
+
+async def test_origin_hides_the_consumers_sources_run_on_it(nc: Client) -> None:
+    """nats-server leaves the ``direct`` consumers of mirrors and sources out of consumer
+    listings and counts on the origin; so do we."""
+    js = nc.jetstream()
+    await js.add_stream(name="HIDDEN_O", subjects=["hidden.o"])
+    await js.publish("hidden.o", b"1")
+    await js.add_stream(StreamConfig(name="HIDDEN_S", sources=[StreamSource(name="HIDDEN_O")]))
+    await js.add_stream(StreamConfig(name="HIDDEN_M", mirror=StreamSource(name="HIDDEN_O")))
+    await wait_messages(nc, "HIDDEN_S", 1)
+    await wait_messages(nc, "HIDDEN_M", 1)
+    await js.add_consumer("HIDDEN_O", durable_name="SEEN")
+    names = await api(nc, "CONSUMER.NAMES.HIDDEN_O")
+    assert names["consumers"] == ["SEEN"] and names["total"] == 1
+    listed = await api(nc, "CONSUMER.LIST.HIDDEN_O")
+    assert [c["name"] for c in listed["consumers"]] == ["SEEN"]
+    assert (await info(nc, "HIDDEN_O"))["state"]["consumer_count"] == 1

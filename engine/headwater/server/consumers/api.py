@@ -124,7 +124,7 @@ class ConsumerApi:
                 await self.manager.update(existing, cfg)
             return self._info(existing)
         limit = stream.config.max_consumers
-        if limit > 0 and len(stream.consumers) >= limit:
+        if limit > 0 and len(stream.public_consumers()) >= limit:
             raise errors.MAXIMUM_CONSUMERS_LIMIT.exc()
         if not name:
             # An ephemeral's generated name is not written into its config (as nats-server).
@@ -157,7 +157,7 @@ class ConsumerApi:
                 raise errors.INVALID_JSON.exc(err=str(exc)) from None
             if isinstance(fields, dict) and isinstance(fields.get("offset"), int):
                 offset = max(fields["offset"], 0)
-        consumers = sorted(stream.consumers.values(), key=lambda c: c.name)
+        consumers = sorted(stream.public_consumers(), key=lambda c: c.name)
         return consumers, min(offset, len(consumers))
 
     async def consumer_names(self, req: Request) -> dict[str, Any]:

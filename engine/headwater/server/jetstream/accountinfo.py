@@ -126,9 +126,10 @@ class Resources:
 
 def account_info(streams: Iterable[Stream], stats: ApiStats, domain: str | None) -> dict[str, Any]:
     """The body of ``$JS.API.INFO`` (after ``type``), keys in nats-server's order."""
-    memory = storage = reserved_memory = reserved_storage = count = 0
+    memory = storage = reserved_memory = reserved_storage = count = consumers = 0
     for stream in streams:
         count += 1
+        consumers += len(stream.public_consumers())
         cfg = stream.config
         used = stream.stored_bytes()
         if cfg.storage == "memory":
@@ -143,7 +144,7 @@ def account_info(streams: Iterable[Stream], stats: ApiStats, domain: str | None)
         "reserved_memory": reserved_memory,
         "reserved_storage": reserved_storage,
         "streams": count,
-        "consumers": 0,
+        "consumers": consumers,
         "limits": {
             "max_memory": -1,
             "max_storage": -1,

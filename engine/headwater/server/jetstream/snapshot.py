@@ -374,14 +374,16 @@ class SnapshotApi:
         self.spawn(self._run(sender))
         return {
             "config": config_to_json(stream.config),
-            "state": state_json(state, consumer_count=len(stream.consumers)),
+            "state": state_json(state, consumer_count=len(stream.public_consumers())),
         }
 
     async def _run(self, sender: SnapshotSender) -> None:
         # Let the API reply go out before the first chunk, as the client expects.
         await asyncio.sleep(0)
         name = sender.stream.name
-        state = state_json(sender.stream.state(), consumer_count=len(sender.stream.consumers))
+        state = state_json(
+            sender.stream.state(), consumer_count=len(sender.stream.public_consumers())
+        )
         publish_advisory(self.service, "SNAPSHOT_CREATE", name, state=state)
         began = time.time_ns()
         log.info("Starting snapshot for stream '$G > %s'", name)

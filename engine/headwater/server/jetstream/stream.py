@@ -121,6 +121,11 @@ class Stream:
     def name(self) -> str:
         return self.config.name
 
+    def public_consumers(self) -> list[Any]:
+        """The consumers users see: all but the ``direct`` ones other streams' mirrors and
+        sources run here, which nats-server leaves out of listings, counts and limits."""
+        return [c for c in self.consumers.values() if not getattr(c.config, "direct", False)]
+
     def start(self) -> None:
         """Subscribe, expire what is already too old, arm the expiry timer."""
         if self.config.subject_delete_marker_ttl > 0:
