@@ -1,23 +1,91 @@
 """The root ``headwater`` command: global connection and output options, then the commands.
 
 Command groups live in their own modules and register here, one line each (pip's habit: one
-module per command family).
+module per command family). Errors are reported in one place, :class:`RootGroup`.
 """
 
 from __future__ import annotations
 
-import typer
+from typing import Any
 
+import typer
+from typer.core import TyperGroup
+
+from headwater.cli import (
+    account,
+    backup,
+    consumer,
+    exitcodes,
+    gitops,
+    kv,
+    messaging,
+    output,
+    stream,
+)
 from headwater.cli.context import CliContext
+from headwater.cli.errors import CliError
+from headwater.control import units
 from headwater.control.connection import ConnectionSettings
+
+try:  # typer >= 0.29 vendors its own copy of click; older releases use the click package
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click import exceptions as click_errors  # type: ignore[no-redef]
+
+
+class RootGroup(TyperGroup):
+    """Turns known failures into one ``Error:`` line and exit code 1.
+
+    Click exits 2 on a usage error (a bad flag value), but 2 means "changes present" to a
+    pipeline running ``plan``; every error here exits 1 (../shared/reference/interfaces.md).
+    """
+
+    def make_context(self, *args: Any, **kwargs: Any) -> typer.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click_errors.UsageError as error:
+            _exit_one(error)
+            raise
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click_errors.UsageError as error:
+            _exit_one(error)
+            raise
+        except CliError as error:
+            output.error_console().print(f"Error: {error}", markup=False)
+            raise typer.Exit(exitcodes.ERROR) from None
+
+
+def _exit_one(error: click_errors.UsageError) -> None:
+    # Asking for help with no arguments is not an error worth a different code either way.
+    if not isinstance(error, click_errors.NoArgsIsHelpError):
+        error.exit_code = exitcodes.ERROR
+
 
 app = typer.Typer(
     name="headwater",
+    cls=RootGroup,
     help="Manage Headwater and NATS JetStream: streams, consumers, KV, and GitOps plan/apply.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+#: Command groups: (name, module). A module exposes ``app``; others (backup) extend those apps.
+GROUPS = (
+    ("stream", stream),
+    ("consumer", consumer),
+    ("kv", kv),
+    ("account", account),
+)
+#: Modules that add commands to those groups' apps when imported (``stream backup`` ...).
+EXTENSIONS = (backup,)
+for _name, _module in GROUPS:
+    app.add_typer(_module.app, name=_name)
+messaging.register(app)  # pub, sub, req
+gitops.register(app)  # validate, plan, diff, apply, export
 
 
 @app.callback()
@@ -33,7 +101,9 @@ def root(
     tlscert: str | None = typer.Option(None, "--tlscert", help="Client certificate file."),
     tlskey: str | None = typer.Option(None, "--tlskey", help="Client private key file."),
     tlsca: str | None = typer.Option(None, "--tlsca", help="CA certificate file."),
-    timeout: float = typer.Option(5.0, "--timeout", help="Connect timeout in seconds."),
+    timeout: str = typer.Option(
+        "5s", "--timeout", help="How long to wait for the server: 2s, 500ms, or seconds."
+    ),
     json_output: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ) -> None:
     settings = ConnectionSettings.from_env(
@@ -45,9 +115,23 @@ def root(
         tls_cert=tlscert,
         tls_key=tlskey,
         tls_ca=tlsca,
-        connect_timeout=timeout,
+        connect_timeout=_seconds(timeout),
     )
     ctx.obj = CliContext(settings=settings, json_output=json_output)
+
+
+def _seconds(value: str) -> float:
+    """``--timeout`` as the nats CLI writes it (``2s``), or a plain number of seconds."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = units.parse_duration(value) / 1e9
+        except ValueError as error:
+            raise typer.BadParameter(str(error), param_hint="--timeout") from None
+    if seconds <= 0:
+        raise typer.BadParameter("must be more than zero", param_hint="--timeout")
+    return seconds
 
 
 def main() -> None:

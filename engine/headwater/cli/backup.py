@@ -1,0 +1,217 @@
+"""``headwater stream backup|restore`` and ``headwater account backup``.
+
+These commands extend the ``stream`` and ``account`` apps (imported from ``cli.app``); the
+work is done by :mod:`headwater.control.backup`. A rich progress bar (bytes, speed) shows on
+stderr when it is a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from nats.aio.client import Client
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TransferSpeedColumn,
+)
+
+from headwater.cli import account, output, stream
+from headwater.cli.context import current
+from headwater.cli.errors import ApiError, CliError
+from headwater.control.backup import (
+    BackupError,
+    BackupResult,
+    backup_account,
+    backup_stream,
+    restore_stream,
+)
+
+__all__ = ["account_backup", "stream_backup", "stream_restore"]
+
+Directory = Annotated[Path, typer.Argument(help="Backup directory.", show_default=False)]
+Force = Annotated[
+    bool, typer.Option("--force", "-f", help="Write into a directory that is not empty.")
+]
+Consumers = Annotated[
+    bool, typer.Option("--consumers/--no-consumers", help="Include durable consumers.")
+]
+Check = Annotated[bool, typer.Option("--check", help="Health-check the stream first (jsck).")]
+JsonOpt = Annotated[bool, typer.Option("--json", "-j", help="Print the result as JSON.")]
+
+
+@contextmanager
+def _bar(description: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A byte progress callback drawing on stderr, or None when stderr is not a terminal."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeElapsedColumn(),
+        console=output.error_console(),
+        transient=True,
+    )
+    with bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=max(total, done) or None)
+
+        yield update
+
+
+def _failed(error: BackupError) -> CliError:
+    if error.err_code:
+        return ApiError(0, error.err_code, str(error))
+    return CliError(str(error))
+
+
+def _result_json(result: BackupResult) -> dict[str, Any]:
+    return {
+        "stream": result.stream,
+        "directory": str(result.directory),
+        "messages": result.messages,
+        "stream_bytes": result.stream_bytes,
+        "archive_bytes": result.archive_bytes,
+        "seconds": round(result.seconds, 3),
+    }
+
+
+def _say_result(result: BackupResult) -> None:
+    output.say(
+        f"Backed up stream {result.stream}: {output.count(result.messages)} messages, "
+        f"{output.size(result.stream_bytes)} stored, {output.size(result.archive_bytes)} "
+        f"archive in {result.seconds:.2f}s to {result.directory}"
+    )
+
+
+@stream.app.command("backup")
+def stream_backup(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Stream to back up.", show_default=False)],
+    directory: Directory,
+    force: Force = False,
+    consumers: Consumers = True,
+    check: Check = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Back a stream up to DIR: backup.json (config and state) and the archive."""
+    cli = current(ctx)
+
+    async def body(nc: Client) -> BackupResult:
+        with _bar(f"Backing up {name}") as progress:
+            return await backup_stream(
+                nc,
+                name,
+                directory,
+                force=force,
+                consumers=consumers,
+                check=check,
+                timeout=max(cli.timeout, 10.0),
+                progress=progress,
+            )
+
+    try:
+        result = cli.run(body)
+    except BackupError as error:
+        raise _failed(error) from None
+    if cli.wants_json(as_json):
+        output.emit_json(_result_json(result))
+    else:
+        _say_result(result)
+
+
+@stream.app.command("restore")
+def stream_restore(
+    ctx: typer.Context,
+    directory: Directory,
+    verify: Annotated[
+        bool, typer.Option("--verify", help="Check the whole archive before restoring.")
+    ] = False,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="Stream config to use instead (JSON).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Restore a stream from a backup directory; its name must not be in use."""
+    cli = current(ctx)
+    override: dict[str, Any] | None = None
+    if config is not None:
+        try:
+            override = json.loads(config.read_text())
+        except (OSError, ValueError) as exc:
+            raise CliError(f"{config}: {exc}") from None
+
+    async def body(nc: Client) -> dict[str, Any]:
+        with _bar(f"Restoring {directory.name}") as progress:
+            return await restore_stream(
+                nc,
+                directory,
+                verify=verify,
+                config=override,
+                timeout=max(cli.timeout, 10.0),
+                progress=progress,
+            )
+
+    try:
+        info = cli.run(body)
+    except BackupError as error:
+        raise _failed(error) from None
+    if cli.wants_json(as_json):
+        output.emit_json(info)
+        return
+    state = info.get("state", {})
+    output.say(
+        f"Restored stream {info['config']['name']}: {output.count(state.get('messages', 0))} "
+        f"messages, {output.size(state.get('bytes', 0))}, "
+        f"{state.get('consumer_count', 0)} consumers"
+    )
+
+
+@account.app.command("backup")
+def account_backup(
+    ctx: typer.Context,
+    directory: Directory,
+    force: Force = False,
+    consumers: Consumers = True,
+    check: Check = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Back every stream up to DIR, one subdirectory per stream."""
+    cli = current(ctx)
+
+    async def body(nc: Client) -> list[BackupResult]:
+        with _bar("Backing up streams") as progress:
+            return await backup_account(
+                nc,
+                directory,
+                force=force,
+                consumers=consumers,
+                check=check,
+                timeout=max(cli.timeout, 10.0),
+                on_stream=lambda _name: progress,
+            )
+
+    try:
+        results = cli.run(body)
+    except BackupError as error:
+        raise _failed(error) from None
+    if cli.wants_json(as_json):
+        output.emit_json({"streams": [_result_json(r) for r in results]})
+        return
+    for result in results:
+        _say_result(result)
+    output.say(f"{len(results)} streams backed up to {directory}")

@@ -1,0 +1,395 @@
+"""``headwater stream``: add, ls, info, edit, rm, purge, rmm, get and cp, as ``nats stream``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from headwater.cli import configfile, messages, output, prompts, streamcopy, views
+from headwater.cli.context import current
+from headwater.cli.errors import CliError
+from headwater.cli.jsapi import JetStreamApi, Json
+from headwater.cli.options import Discard, Retention, Storage
+from headwater.cli.streamconfig import StreamFlags, changes, merged
+
+app = typer.Typer(help="Manage streams.", no_args_is_help=True)
+
+# Options shared by add, edit and cp (the nats CLI's names).
+Subjects = Annotated[
+    list[str] | None,
+    typer.Option("--subjects", help="Subjects to store; repeat or separate with commas."),
+]
+Description = Annotated[str | None, typer.Option("--description", help="Description.")]
+StorageOpt = Annotated[Storage | None, typer.Option("--storage", help="Storage backend.")]
+RetentionOpt = Annotated[
+    Retention | None, typer.Option("--retention", help="Retention policy (work = workqueue).")
+]
+DiscardOpt = Annotated[
+    Discard | None, typer.Option("--discard", help="What to drop when the stream is full.")
+]
+MaxMsgs = Annotated[str | None, typer.Option("--max-msgs", help="Message count limit (1M, -1).")]
+MaxPerSubject = Annotated[
+    str | None, typer.Option("--max-msgs-per-subject", help="Messages kept per subject.")
+]
+MaxBytes = Annotated[str | None, typer.Option("--max-bytes", help="Size limit (10GiB, -1).")]
+MaxAge = Annotated[str | None, typer.Option("--max-age", help="Age limit (1y, 72h, -1).")]
+MaxMsgSize = Annotated[str | None, typer.Option("--max-msg-size", help="Largest message.")]
+MaxConsumers = Annotated[int | None, typer.Option("--max-consumers", help="Consumer limit.")]
+DupeWindow = Annotated[
+    str | None, typer.Option("--dupe-window", help="Duplicate tracking window (2m).")
+]
+Replicas = Annotated[int | None, typer.Option("--replicas", help="Number of replicas.")]
+Ack = Annotated[
+    bool | None, typer.Option("--ack/--no-ack", help="Acknowledge publishes (default yes).")
+]
+AllowRollup = Annotated[
+    bool | None, typer.Option("--allow-rollup/--no-allow-rollup", help="Allow Nats-Rollup.")
+]
+DenyDelete = Annotated[
+    bool | None, typer.Option("--deny-delete/--allow-delete", help="Refuse message deletes.")
+]
+DenyPurge = Annotated[
+    bool | None, typer.Option("--deny-purge/--allow-purge", help="Refuse purges.")
+]
+AllowDirect = Annotated[
+    bool | None, typer.Option("--allow-direct/--no-allow-direct", help="Allow direct get.")
+]
+ConfigFile = Annotated[
+    Path | None, typer.Option("--config", help="Configuration file (server JSON).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", "-j", help="Print the server's JSON.")]
+Force = Annotated[bool, typer.Option("--force", "-f", help="Do not ask for confirmation.")]
+StreamArg = Annotated[str | None, typer.Argument(help="Stream name.", show_default=False)]
+
+
+async def pick_stream(api: JetStreamApi, name: str | None) -> str:
+    """The stream named, or one chosen from the known streams on a terminal."""
+    if name:
+        return name
+    known = await api.stream_names() if prompts.stdin_is_tty() else []
+    return prompts.require(None, "Stream", "pass the stream name", choices=known)
+
+
+def show_stream(info: Json, as_json: bool) -> None:
+    if as_json:
+        output.emit_json(info)
+    else:
+        views.stream_info(info)
+
+
+@app.command("add")
+def add(
+    ctx: typer.Context,
+    name: StreamArg = None,
+    subjects: Subjects = None,
+    description: Description = None,
+    storage: StorageOpt = None,
+    retention: RetentionOpt = None,
+    discard: DiscardOpt = None,
+    max_msgs: MaxMsgs = None,
+    max_msgs_per_subject: MaxPerSubject = None,
+    max_bytes: MaxBytes = None,
+    max_age: MaxAge = None,
+    max_msg_size: MaxMsgSize = None,
+    max_consumers: MaxConsumers = None,
+    dupe_window: DupeWindow = None,
+    replicas: Replicas = None,
+    ack: Ack = None,
+    allow_rollup: AllowRollup = None,
+    deny_delete: DenyDelete = None,
+    deny_purge: DenyPurge = None,
+    allow_direct: AllowDirect = None,
+    config: ConfigFile = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create a stream from flags, a --config file, or prompts on a terminal."""
+    cli = current(ctx)
+    base = configfile.load(config) if config else {}
+    name = prompts.require(name or base.get("name"), "Stream name", "pass NAME")
+    if subjects is None and not base.get("subjects"):
+        answer = prompts.ask("Subjects to store", default=name)
+        subjects = [answer] if answer else None
+    flags = StreamFlags(
+        subjects, description, storage, retention, discard, max_msgs, max_msgs_per_subject,
+        max_bytes, max_age, max_msg_size, max_consumers, dupe_window, replicas, ack,
+        allow_rollup, deny_delete, deny_purge, allow_direct,
+    )  # fmt: skip
+    wanted = merged(base, flags, name)
+    info = cli.api(lambda api: api.stream_create(wanted))
+    if not cli.wants_json(as_json):
+        output.note(f"Stream {name} was created")
+    show_stream(info, cli.wants_json(as_json))
+
+
+@app.command("ls")
+def ls(
+    ctx: typer.Context,
+    subject: Annotated[
+        str | None, typer.Option("--subject", help="Only streams storing this subject.")
+    ] = None,
+    names: Annotated[bool, typer.Option("--names", "-n", help="Only the names.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """List streams (with --json: the server's stream infos, or names with --names)."""
+    cli = current(ctx)
+    if names:
+        found = cli.api(lambda api: api.stream_names(subject))
+        if cli.wants_json(as_json):
+            output.emit_json(found)
+        else:
+            for stream in found:
+                output.say(stream)
+        return
+    infos = cli.api(lambda api: api.stream_list(subject))
+    if cli.wants_json(as_json):
+        output.emit_json(infos)
+    elif not infos:
+        output.say("No streams defined")
+    else:
+        columns = ("Name", "Subjects", "Messages", "Size", "Consumers")
+        output.table("Streams", columns, views.stream_rows(infos))
+
+
+@app.command("info")
+def info(ctx: typer.Context, name: StreamArg = None, as_json: JsonOpt = False) -> None:
+    """Show a stream's configuration and state."""
+    cli = current(ctx)
+
+    async def body(api: JetStreamApi) -> Json:
+        return await api.stream_info(await pick_stream(api, name))
+
+    show_stream(cli.api(body), cli.wants_json(as_json))
+
+
+@app.command("edit")
+def edit(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Stream name.")],
+    subjects: Subjects = None,
+    description: Description = None,
+    storage: StorageOpt = None,
+    retention: RetentionOpt = None,
+    discard: DiscardOpt = None,
+    max_msgs: MaxMsgs = None,
+    max_msgs_per_subject: MaxPerSubject = None,
+    max_bytes: MaxBytes = None,
+    max_age: MaxAge = None,
+    max_msg_size: MaxMsgSize = None,
+    max_consumers: MaxConsumers = None,
+    dupe_window: DupeWindow = None,
+    replicas: Replicas = None,
+    ack: Ack = None,
+    allow_rollup: AllowRollup = None,
+    deny_delete: DenyDelete = None,
+    deny_purge: DenyPurge = None,
+    allow_direct: AllowDirect = None,
+    config: ConfigFile = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Change a stream: the live config, then the --config file, then flags on top."""
+    cli = current(ctx)
+    flags = StreamFlags(
+        subjects, description, storage, retention, discard, max_msgs, max_msgs_per_subject,
+        max_bytes, max_age, max_msg_size, max_consumers, dupe_window, replicas, ack,
+        allow_rollup, deny_delete, deny_purge, allow_direct,
+    )  # fmt: skip
+    from_file = configfile.load(config) if config else None
+
+    async def body(api: JetStreamApi) -> tuple[list[tuple[str, Any, Any]], Json]:
+        live = (await api.stream_info(name))["config"]
+        # Fields the file leaves out keep their live values: a partial file changes only
+        # what it names, instead of silently resetting the rest to the server's defaults.
+        wanted = merged({**live, **from_file} if from_file else live, flags, name)
+        diff = changes(live, wanted)
+        if not diff:
+            return diff, await api.stream_info(name)
+        return diff, await api.stream_update(wanted)
+
+    diff, result = cli.api(body)
+    if cli.wants_json(as_json):
+        output.emit_json(result)
+        return
+    if not diff:
+        output.note(f"Stream {name} already has this configuration; nothing changed")
+    else:
+        output.note(f"Stream {name} was updated")
+        for field, before, after in diff:
+            output.note(f"  {field}: {before!r} -> {after!r}")
+    views.stream_info(result)
+
+
+@app.command("rm")
+def rm(
+    ctx: typer.Context, name: StreamArg = None, force: Force = False, as_json: JsonOpt = False
+) -> None:
+    """Delete a stream and all its messages."""
+    cli = current(ctx)
+
+    async def body(api: JetStreamApi) -> tuple[str, Json]:
+        stream = await pick_stream(api, name)
+        await api.stream_info(stream)  # "stream not found" before asking the question
+        prompts.confirm_or_force(force, f"Really delete stream {stream} and all its messages?")
+        return stream, await api.stream_delete(stream)
+
+    stream, reply = cli.api(body)
+    if cli.wants_json(as_json):
+        output.emit_json(reply)
+    else:
+        output.note(f"Stream {stream} was deleted")
+
+
+@app.command("purge")
+def purge(
+    ctx: typer.Context,
+    name: StreamArg = None,
+    subject: Annotated[
+        str | None, typer.Option("--subject", help="Only messages on this subject.")
+    ] = None,
+    seq: Annotated[
+        int | None, typer.Option("--seq", help="Purge up to, not including, this sequence.")
+    ] = None,
+    keep: Annotated[int | None, typer.Option("--keep", help="Keep this many newest.")] = None,
+    force: Force = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete messages from a stream but keep the stream."""
+    cli = current(ctx)
+    if seq is not None and keep is not None:
+        raise CliError("--seq and --keep cannot be combined")
+    request = {
+        key: value
+        for key, value in (("filter", subject), ("seq", seq), ("keep", keep))
+        if value is not None
+    }
+
+    async def body(api: JetStreamApi) -> tuple[Json, Json]:
+        stream = await pick_stream(api, name)
+        before = await api.stream_info(stream)
+        what = f"messages on {subject}" if subject else "messages"
+        prompts.confirm_or_force(force, f"Really purge {what} from stream {stream}?")
+        with output.progress(f"Purging {stream}", total=None, enabled=not as_json):
+            reply = await api.stream_purge(stream, request)
+        return reply, await api.stream_info(before["config"]["name"])
+
+    reply, after = cli.api(body)
+    if cli.wants_json(as_json):
+        output.emit_json(reply)
+        return
+    output.note(f"Purged {reply.get('purged', 0):,} messages")
+    views.stream_info(after)
+
+
+@app.command("rmm")
+def rmm(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Stream name.")],
+    seq: Annotated[int, typer.Argument(help="Sequence of the message to delete.")],
+    erase: Annotated[
+        bool, typer.Option("--erase", help="Overwrite the message's data on disk.")
+    ] = False,
+    force: Force = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete one message by its sequence."""
+    cli = current(ctx)
+
+    async def body(api: JetStreamApi) -> Json:
+        await api.stream_info(name)
+        prompts.confirm_or_force(force, f"Really delete message {seq} from stream {name}?")
+        return await api.msg_delete(name, seq, erase)
+
+    reply = cli.api(body)
+    if cli.wants_json(as_json):
+        output.emit_json(reply)
+    else:
+        output.note(f"Message {seq} was deleted from stream {name}")
+
+
+@app.command("get")
+def get(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Stream name.")],
+    seq: Annotated[int | None, typer.Argument(help="Message sequence.")] = None,
+    last_for: Annotated[
+        str | None, typer.Option("--last-for", help="The last message on this subject.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show one stored message, by sequence or the last one on a subject."""
+    cli = current(ctx)
+    if (seq is None) == (last_for is None):
+        raise CliError("give either a sequence or --last-for SUBJECT")
+    request: dict[str, Any] = {"seq": seq} if seq is not None else {"last_by_subj": last_for}
+    reply = cli.api(lambda api: api.msg_get(name, request))
+    message: Json = reply["message"]
+    if cli.wants_json(as_json):
+        output.emit_json(message)
+        return
+    messages.show_stored(name, message)
+
+
+@app.command("cp")
+def cp(
+    ctx: typer.Context,
+    source: Annotated[str, typer.Argument(help="Stream to copy the configuration from.")],
+    destination: Annotated[str, typer.Argument(help="Name of the new stream.")],
+    subjects: Subjects = None,
+    description: Description = None,
+    storage: StorageOpt = None,
+    retention: RetentionOpt = None,
+    discard: DiscardOpt = None,
+    max_msgs: MaxMsgs = None,
+    max_msgs_per_subject: MaxPerSubject = None,
+    max_bytes: MaxBytes = None,
+    max_age: MaxAge = None,
+    max_msg_size: MaxMsgSize = None,
+    max_consumers: MaxConsumers = None,
+    dupe_window: DupeWindow = None,
+    replicas: Replicas = None,
+    ack: Ack = None,
+    allow_rollup: AllowRollup = None,
+    deny_delete: DenyDelete = None,
+    deny_purge: DenyPurge = None,
+    allow_direct: AllowDirect = None,
+    data: Annotated[
+        bool, typer.Option("--data", help="Copy the messages too (through a stream source).")
+    ] = False,
+    follow: Annotated[
+        bool, typer.Option("--follow", help="With --data: keep sourcing new messages.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create DESTINATION with SOURCE's configuration, adjusted by flags.
+
+    Without --data only the configuration is copied, and the copy needs its own --subjects
+    (two streams cannot store the same subjects). With --data the server copies every message
+    by sourcing SOURCE; the copy stores no subjects of its own unless --subjects is given.
+    """
+    cli = current(ctx)
+    flags = StreamFlags(
+        subjects, description, storage, retention, discard, max_msgs, max_msgs_per_subject,
+        max_bytes, max_age, max_msg_size, max_consumers, dupe_window, replicas, ack,
+        allow_rollup, deny_delete, deny_purge, allow_direct,
+    )  # fmt: skip
+
+    if follow and not data:
+        raise CliError("--follow needs --data")
+    wants_json = cli.wants_json(as_json)
+
+    async def body(api: JetStreamApi) -> Json:
+        live = dict((await api.stream_info(source))["config"])
+        for owned in ("sealed", "template_owner", "metadata", "mirror", "sources"):
+            live.pop(owned, None)  # server-owned or tied to the source stream
+        config = merged(live, flags, destination)
+        if not data:
+            return await api.stream_create(config)
+        own = subjects is not None
+        return await streamcopy.copy_stream(api, source, config, own, follow, not wants_json)
+
+    info = cli.api(body)
+    if not wants_json:
+        copied = f" with {info['state'].get('messages', 0):,} messages" if data else ""
+        output.note(f"Stream {destination} was created from {source}{copied}")
+    show_stream(info, wants_json)

@@ -1,0 +1,141 @@
+"""``headwater stream backup|restore`` and ``headwater account backup`` against a real server,
+through typer's CliRunner."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from typer.testing import CliRunner, Result
+
+from headwater.archive import scan_archive
+from headwater.cli.app import app
+from headwater.control.backup import ARCHIVE_FILE, BACKUP_FILE
+from headwater.testing import ServerProcess
+
+
+@pytest.fixture(scope="module")
+def srv() -> Iterator[ServerProcess]:
+    server = ServerProcess("headwater", jetstream=True)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.cleanup()
+
+
+def cli(srv: ServerProcess, *args: str) -> Result:
+    return CliRunner().invoke(app, ["-s", srv.url, *args])
+
+
+def js(srv: ServerProcess, action: str, stream: str, count: int = 0) -> Any:
+    """Create (with ``count`` messages and a durable), inspect or delete a stream."""
+
+    async def body() -> Any:
+        nc = await nats.connect(srv.url, allow_reconnect=False)
+        try:
+            ctx = nc.jetstream()
+            if action == "create":
+                await ctx.add_stream(name=stream, subjects=[f"{stream.lower()}.>"])
+                for i in range(count):
+                    await ctx.publish(f"{stream.lower()}.{i % 3}", f"m{i}".encode())
+                await ctx.add_consumer(stream, durable_name="C")
+                return None
+            if action == "delete":
+                await ctx.delete_stream(stream)
+                return None
+            return await ctx.stream_info(stream)
+        finally:
+            await nc.close()
+
+    return asyncio.run(body())
+
+
+def test_stream_backup_and_restore(srv: ServerProcess, tmp_path: Path) -> None:
+    js(srv, "create", "CLIA", 25)
+    target = tmp_path / "new" / "dir"
+    result = cli(srv, "stream", "backup", "CLIA", str(target))
+    assert result.exit_code == 0, result.output
+    assert "Backed up stream CLIA: 25 messages" in result.output
+    backup = json.loads((target / BACKUP_FILE).read_text())
+    assert backup["config"]["name"] == "CLIA"
+    assert backup["state"]["messages"] == 25
+    assert scan_archive(target / ARCHIVE_FILE).summary.messages == 25  # type: ignore[union-attr]
+
+    js(srv, "delete", "CLIA")
+    result = cli(srv, "stream", "restore", str(target), "--verify")
+    assert result.exit_code == 0, result.output
+    assert "Restored stream CLIA: 25 messages" in result.output
+    assert "1 consumers" in result.output
+    info = js(srv, "info", "CLIA")
+    assert info.state.messages == 25 and info.state.consumer_count == 1
+
+    # Restoring onto the existing stream fails with the server's 10130.
+    result = cli(srv, "stream", "restore", str(target))
+    assert result.exit_code == 1
+    assert "10130" in result.output
+    js(srv, "delete", "CLIA")
+
+
+def test_non_empty_directory_needs_force(srv: ServerProcess, tmp_path: Path) -> None:
+    js(srv, "create", "CLIB", 3)
+    (tmp_path / "other.txt").write_text("keep me")
+    result = cli(srv, "stream", "backup", "CLIB", str(tmp_path))
+    assert result.exit_code == 1
+    assert "not empty" in result.output
+    assert not (tmp_path / BACKUP_FILE).exists()
+    result = cli(srv, "stream", "backup", "CLIB", str(tmp_path), "--force", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["stream"] == "CLIB" and report["messages"] == 3
+    assert (tmp_path / "other.txt").read_text() == "keep me"
+    assert (tmp_path / ARCHIVE_FILE).is_file()
+    js(srv, "delete", "CLIB")
+
+
+def test_backup_of_a_missing_stream_fails(srv: ServerProcess, tmp_path: Path) -> None:
+    result = cli(srv, "stream", "backup", "NOSUCH", str(tmp_path / "x"))
+    assert result.exit_code == 1
+    assert "stream not found" in result.output
+    assert not (tmp_path / "x" / ARCHIVE_FILE).exists()
+
+
+def test_restore_of_a_damaged_backup_is_refused(srv: ServerProcess, tmp_path: Path) -> None:
+    js(srv, "create", "CLIC", 50)
+    assert cli(srv, "stream", "backup", "CLIC", str(tmp_path)).exit_code == 0
+    js(srv, "delete", "CLIC")
+    archive = tmp_path / ARCHIVE_FILE
+    archive.write_bytes(archive.read_bytes()[:-9])
+    for flags in ((), ("--verify",)):
+        result = cli(srv, "stream", "restore", str(tmp_path), *flags)
+        assert result.exit_code == 1
+        assert ("failed verification" if flags else "10062") in result.output
+    result = cli(srv, "stream", "restore", str(tmp_path / "nothing-here"))
+    assert result.exit_code == 1
+    assert "not a backup directory" in result.output
+
+
+def test_account_backup(srv: ServerProcess, tmp_path: Path) -> None:
+    js(srv, "create", "ACCA", 4)
+    js(srv, "create", "ACCB", 6)
+    result = cli(srv, "account", "backup", str(tmp_path / "all"), "--no-consumers")
+    assert result.exit_code == 0, result.output
+    assert "2 streams backed up" in result.output
+    for name, count in (("ACCA", 4), ("ACCB", 6)):
+        scan = scan_archive(tmp_path / "all" / name / ARCHIVE_FILE)
+        assert scan.summary is not None and scan.summary.messages == count
+        assert scan.consumers == []
+    # The account backup refuses a non-empty directory too.
+    result = cli(srv, "account", "backup", str(tmp_path / "all"))
+    assert result.exit_code == 1
+    js(srv, "delete", "ACCA")
+    result = cli(srv, "stream", "restore", str(tmp_path / "all" / "ACCA"))
+    assert result.exit_code == 0, result.output
+    assert js(srv, "info", "ACCA").state.messages == 4
+    js(srv, "delete", "ACCA")
+    js(srv, "delete", "ACCB")
