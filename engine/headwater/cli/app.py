@@ -21,6 +21,7 @@ from headwater.cli import (
     messaging,
     output,
     stream,
+    verify,
 )
 from headwater.cli.context import CliContext
 from headwater.cli.errors import CliError
@@ -86,6 +87,7 @@ for _name, _module in GROUPS:
     app.add_typer(_module.app, name=_name)
 messaging.register(app)  # pub, sub, req
 gitops.register(app)  # validate, plan, diff, apply, export
+verify.register(app)  # verify backups offline (Spark)
 
 
 @app.callback()

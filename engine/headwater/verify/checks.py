@@ -1,0 +1,342 @@
+"""Verify one backup directory in one streaming pass: what each Spark task runs.
+
+The archive is read with :class:`headwater.archive.ArchiveReader`, which holds one frame at a
+time and checks the structure and every checksum; this module adds the semantic checks of
+issue 9 against the stream state recorded at snapshot time:
+
+* every message sequence within ``[first_seq, last_seq]``, and the missing ones as many as
+  ``num_deleted`` (ascending order is the reader's check);
+* message count, stored bytes (the server's accounting) and per-subject counts;
+* consumers: ``ack_floor <= delivered <= last_seq``, pending within ``(ack_floor, delivered]``;
+* the stream and consumer configs valid under the control-plane models;
+* ``backup.json`` agreeing with the archive's own stream record.
+
+Memory stays constant in the archive's size: per-subject counts are kept only when the state
+recorded them (the server records at most 100,000 subjects).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from headwater.archive import (
+    ArchivedConsumer,
+    ArchivedMessage,
+    ArchivedStream,
+    ArchiveError,
+    ArchiveReader,
+    ChecksumMismatch,
+    MalformedArchive,
+    Record,
+    TruncatedArchive,
+    UnsupportedVersion,
+)
+from headwater.control.models import Consumer, Stream
+from headwater.verify.backupdir import ARCHIVE_FILE, BACKUP_FILE
+from headwater.verify.findings import BackupReport, FindingLog, Kind
+
+__all__ = ["archive_error_kind", "stored_bytes_function", "verify_backup"]
+
+# State fields backup.json (the snapshot reply) and the archive's stream record both carry.
+_SHARED_STATE = ("messages", "bytes", "first_seq", "last_seq", "num_deleted")
+
+
+def archive_error_kind(error: ArchiveError) -> Kind:
+    if isinstance(error, ChecksumMismatch):
+        return Kind.ARCHIVE_CHECKSUM
+    if isinstance(error, TruncatedArchive):
+        return Kind.ARCHIVE_TRUNCATED
+    if isinstance(error, UnsupportedVersion):
+        return Kind.ARCHIVE_VERSION
+    return Kind.ARCHIVE_MALFORMED
+
+
+def stored_bytes_function(storage: str) -> tuple[int, int]:
+    """(fixed bytes per message, extra bytes when it has headers) of the server's accounting
+    (docs/ARCHIVE.md): file stores count a 22-byte record head and an 8-byte checksum, plus a
+    4-byte header length; memory stores a flat 16 bytes."""
+    if storage == "memory":
+        return 16, 0
+    return 30, 4
+
+
+def verify_backup(directory: str) -> BackupReport:
+    """Check the backup in ``directory``; never raises for a damaged backup (that is a
+    finding), so one bad backup cannot fail a Spark job over thousands."""
+    began = time.perf_counter()
+    report = BackupReport(backup=directory)
+    log = FindingLog(directory)
+    meta = _load_backup_json(Path(directory), log)
+    if meta is not None:
+        # Named already when the archive is too damaged to reach its stream record.
+        log.stream = report.stream = str(meta["config"].get("name", ""))
+    archive = Path(directory) / ARCHIVE_FILE
+    try:
+        report.archive_bytes = archive.stat().st_size
+        with open(archive, "rb") as fh:
+            _verify_archive(fh, meta, report, log)
+    except FileNotFoundError:
+        log.add(Kind.BACKUP_UNREADABLE, f"{ARCHIVE_FILE} is missing")
+    except OSError as exc:
+        log.add(Kind.BACKUP_UNREADABLE, f"{ARCHIVE_FILE}: {exc.strerror or exc}")
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        # Well-formed records whose JSON holds the wrong types (a state field that is not a
+        # number): a finding for this backup, not an exception that fails the whole job.
+        log.add(Kind.ARCHIVE_MALFORMED, f"unusable stream or consumer record: {exc!r}")
+    report.findings = log.close()
+    report.seconds = time.perf_counter() - began
+    return report
+
+
+def _load_backup_json(directory: Path, log: FindingLog) -> dict[str, Any] | None:
+    path = directory / BACKUP_FILE
+    try:
+        meta = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        log.add(Kind.BACKUP_UNREADABLE, f"{BACKUP_FILE} is missing")
+        return None
+    except (OSError, ValueError) as exc:
+        log.add(Kind.BACKUP_UNREADABLE, f"{BACKUP_FILE}: {exc}")
+        return None
+    if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict):
+        log.add(Kind.BACKUP_UNREADABLE, f"{BACKUP_FILE} has no stream config")
+        return None
+    return meta
+
+
+def _verify_archive(
+    fh: Any, meta: dict[str, Any] | None, report: BackupReport, log: FindingLog
+) -> None:
+    stream: ArchivedStream | None = None
+    consumers: list[ArchivedConsumer] = []
+    tally: _MessageTally | None = None
+    try:
+        reader = ArchiveReader(fh)
+        records = reader.records()
+        # The reader guarantees the stream record comes first (or raises).
+        first = next(records)
+        if not isinstance(first, ArchivedStream):
+            raise MalformedArchive("the first record is not the stream record")
+        stream = first
+        log.stream = report.stream = stream.name
+        tally = _MessageTally(stream)
+        tally.consume(records, consumers)
+        report.complete = reader.summary is not None
+    except ArchiveError as exc:
+        log.add(archive_error_kind(exc), str(exc))
+    finally:
+        if tally is not None:
+            report.messages = tally.count
+            report.first_seq = tally.first
+            report.last_seq = tally.last
+        report.consumers = len(consumers)
+    if stream is None:
+        return
+    if meta is not None:
+        _check_backup_json(meta, stream, log)
+    _check_stream_config(stream, log)
+    for consumer in consumers:
+        _check_consumer(consumer, stream, log)
+    if report.complete and tally is not None:
+        tally.check(log)
+
+
+class _MessageTally:
+    """Running totals over the message records, compared with the state at the end."""
+
+    def __init__(self, stream: ArchivedStream) -> None:
+        state = stream.state
+        self.first_allowed = int(state.get("first_seq", 0))
+        self.last_allowed = int(state.get("last_seq", 0))
+        self.per_message, self.with_headers = stored_bytes_function(
+            str(stream.config.get("storage", "file"))
+        )
+        recorded = state.get("subjects")
+        self.expected_subjects: Mapping[str, int] | None = (
+            recorded if isinstance(recorded, dict) else None
+        )
+        self.subjects: dict[str, int] = {}
+        self.state = state
+        self.count = 0
+        self.in_range = 0
+        self.stored_bytes = 0
+        self.first = 0
+        self.last = 0
+        self.out_of_range: list[int] = []
+
+    def consume(self, records: Iterator[Record], consumers: list[ArchivedConsumer]) -> None:
+        """Tally every message record (consumer records go to ``consumers``). The loop is
+        the per-message cost of verification, so it keeps its running totals in locals and
+        stores them when it ends, also when the reader raises."""
+        first_allowed, last_allowed = self.first_allowed, self.last_allowed
+        subjects = self.subjects if self.expected_subjects is not None else None
+        out_of_range = self.out_of_range
+        count = in_range = sized = headed = first = last = 0
+        try:
+            for record in records:
+                if type(record) is not ArchivedMessage:
+                    if type(record) is ArchivedConsumer:
+                        consumers.append(record)
+                    continue
+                seq = last = record.seq
+                if not first:
+                    first = seq
+                count += 1
+                hdr = len(record.hdr)
+                sized += len(record.subject) + hdr + len(record.data)
+                if hdr:
+                    headed += 1
+                if first_allowed <= seq <= last_allowed:
+                    in_range += 1
+                elif len(out_of_range) < 64:
+                    out_of_range.append(seq)
+                if subjects is not None:
+                    subjects[record.subject] = subjects.get(record.subject, 0) + 1
+        finally:
+            self.count, self.in_range, self.first, self.last = count, in_range, first, last
+            self.stored_bytes = count * self.per_message + sized + headed * self.with_headers
+
+    def check(self, log: FindingLog) -> None:
+        state = self.state
+        for seq in self.out_of_range:
+            log.add(
+                Kind.SEQUENCE_RANGE,
+                f"message {seq} is outside the state's sequences "
+                f"[{self.first_allowed}, {self.last_allowed}]",
+                seq,
+            )
+        expected = int(state.get("messages", 0))
+        if self.count != expected:
+            log.add(
+                Kind.MESSAGE_COUNT,
+                f"archive holds {self.count} messages, the state says {expected}",
+            )
+        span = max(0, self.last_allowed - self.first_allowed + 1)
+        missing = span - self.in_range
+        deleted = int(state.get("num_deleted", 0))
+        if missing != deleted:
+            log.add(
+                Kind.DELETED_COUNT,
+                f"{missing} sequences of [{self.first_allowed}, {self.last_allowed}] are "
+                f"missing from the archive, the state says {deleted} deleted",
+            )
+        expected_bytes = int(state.get("bytes", 0))
+        if self.stored_bytes != expected_bytes:
+            log.add(
+                Kind.BYTE_COUNT,
+                f"archive messages account for {self.stored_bytes} bytes, "
+                f"the state says {expected_bytes}",
+            )
+        if self.expected_subjects is not None:
+            self._check_subjects(log)
+
+    def _check_subjects(self, log: FindingLog) -> None:
+        expected = self.expected_subjects or {}
+        for subject in sorted(set(expected) | set(self.subjects)):
+            want = int(expected.get(subject, 0))
+            got = self.subjects.get(subject, 0)
+            if want != got:
+                log.add(
+                    Kind.SUBJECT_COUNT,
+                    f"subject {subject}: archive holds {got} messages, the state says {want}",
+                )
+
+
+def _check_backup_json(meta: dict[str, Any], stream: ArchivedStream, log: FindingLog) -> None:
+    name = meta["config"].get("name")
+    if name != stream.name:
+        log.add(
+            Kind.METADATA_MISMATCH,
+            f"{BACKUP_FILE} names stream {name!r}, the archive {stream.name!r}",
+        )
+    state = meta.get("state")
+    if not isinstance(state, dict):
+        log.add(Kind.METADATA_MISMATCH, f"{BACKUP_FILE} has no stream state")
+        return
+    empty = state.get("messages") == 0 and stream.state.get("messages") == 0
+    for key in _SHARED_STATE:
+        if key == "first_seq" and empty:
+            # An empty stream has no first message: STREAM.INFO says 0 for a new stream
+            # where the store (and so the archive) says the next sequence, 1.
+            continue
+        if key in state and state[key] != stream.state.get(key):
+            log.add(
+                Kind.METADATA_MISMATCH,
+                f"state {key}: {BACKUP_FILE} says {state[key]}, "
+                f"the archive says {stream.state.get(key)}",
+            )
+
+
+def _check_stream_config(stream: ArchivedStream, log: FindingLog) -> None:
+    if stream.config.get("name") != stream.name:
+        log.add(
+            Kind.STREAM_CONFIG,
+            f"config names stream {stream.config.get('name')!r}, the record {stream.name!r}",
+        )
+    try:
+        Stream.from_server_config(stream.config)
+    except (ValidationError, ValueError) as exc:
+        log.add(Kind.STREAM_CONFIG, f"stream config rejected: {_one_line(exc)}")
+
+
+def _check_consumer(consumer: ArchivedConsumer, stream: ArchivedStream, log: FindingLog) -> None:
+    name = consumer.name
+    try:
+        Consumer.from_server_config(consumer.config, stream=stream.name)
+    except (ValidationError, ValueError) as exc:
+        log.add(Kind.CONSUMER_CONFIG, f"consumer {name}: config rejected: {_one_line(exc)}")
+    state = consumer.state
+    try:
+        delivered = int(state["delivered"]["stream_seq"])
+        floor = int(state["ack_floor"]["stream_seq"])
+        delivered_c = int(state["delivered"]["consumer_seq"])
+        floor_c = int(state["ack_floor"]["consumer_seq"])
+        pending = [(int(entry[0]), int(entry[1])) for entry in state.get("pending") or []]
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        log.add(Kind.CONSUMER_STATE, f"consumer {name}: state is not readable ({exc!r})")
+        return
+    last = int(stream.state.get("last_seq", 0))
+    if floor > last:
+        log.add(
+            Kind.CONSUMER_STATE,
+            f"consumer {name}: ack floor {floor} is beyond the stream's last sequence {last}",
+            floor,
+        )
+    if floor > delivered:
+        log.add(
+            Kind.CONSUMER_STATE,
+            f"consumer {name}: ack floor {floor} is beyond its delivered sequence {delivered}",
+            floor,
+        )
+    if floor_c > delivered_c:
+        log.add(
+            Kind.CONSUMER_STATE,
+            f"consumer {name}: ack floor consumer sequence {floor_c} is beyond delivered "
+            f"{delivered_c}",
+        )
+    if delivered > last:
+        log.add(
+            Kind.CONSUMER_STATE,
+            f"consumer {name}: delivered sequence {delivered} is beyond the stream's last "
+            f"sequence {last}",
+            delivered,
+        )
+    for seq, _consumer_seq in pending:
+        if not floor < seq <= delivered:
+            log.add(
+                Kind.CONSUMER_STATE,
+                f"consumer {name}: pending sequence {seq} is outside "
+                f"(ack floor {floor}, delivered {delivered}]",
+                seq,
+            )
+
+
+def _one_line(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 500 else text[:497] + "..."
