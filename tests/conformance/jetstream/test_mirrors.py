@@ -256,18 +256,6 @@ def lone_server(js_server: ServerProcess) -> Iterator[ServerProcess]:
         srv.cleanup()
 
 
-@pytest.fixture
-def headwater() -> Iterator[ServerProcess]:
-    """Headwater alone, for kills: nats-server syncs every 2 minutes, so after a kill it may
-    have lost acknowledged messages, and it hides its internal consumers."""
-    srv = ServerProcess("headwater", jetstream=True)
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.cleanup()
-
-
 async def test_mirror_resumes_after_a_clean_restart(lone_server: ServerProcess) -> None:
     nc = await nats.connect(lone_server.url, allow_reconnect=False)
     js = nc.jetstream()

@@ -196,17 +196,6 @@ def lone_server(js_server: ServerProcess) -> Iterator[ServerProcess]:
         srv.cleanup()
 
 
-@pytest.fixture
-def headwater() -> Iterator[ServerProcess]:
-    """Headwater alone, for kills (nats-server syncs every 2 minutes)."""
-    srv = ServerProcess("headwater", jetstream=True)
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.cleanup()
-
-
 def _origins(rows: list[tuple[int, str, bytes, dict[str, str]]]) -> list[tuple[str, int]]:
     out = []
     for _, _, _, hdrs in rows:
