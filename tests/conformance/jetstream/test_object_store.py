@@ -11,11 +11,17 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 
 import pytest
 from nats.aio.client import Client
 from nats.js import api
-from nats.js.errors import APIError, NotFoundError, ObjectNotFoundError
+from nats.js.errors import (
+    APIError,
+    LinkIsABucketError,
+    NotFoundError,
+    ObjectNotFoundError,
+)
 
 CHUNK = 128 * 1024
 
@@ -179,3 +185,51 @@ async def test_history_watch_and_sealed_bucket(nc: Client) -> None:
         await obs.put("y", b"late")
     assert "sealed" in str(refused.value).lower()
     assert (await obs.get("x")).data == b"two!"
+
+
+async def _add_link(nc: Client, bucket: str, name: str, target: api.ObjectLink) -> None:
+    """What nats.go's AddLink/AddBucketLink publish (nats-py has no call for it): a meta
+    message carrying ``options.link``, rolled up on the link's meta subject."""
+    key = base64.urlsafe_b64encode(name.encode()).decode()
+    meta = {
+        "name": name,
+        "bucket": bucket,
+        "nuid": "LINK" + key.rstrip("="),
+        "mtime": "2026-11-24T00:00:00Z",
+        "options": {"link": {"bucket": target.bucket, "name": target.name or ""}},
+    }
+    await nc.jetstream().publish(
+        f"$O.{bucket}.M.{key}", json.dumps(meta).encode(), headers={"Nats-Rollup": "sub"}
+    )
+
+
+async def test_links_to_an_object_and_to_a_bucket(nc: Client) -> None:
+    js = nc.jetstream()
+    origin = await js.create_object_store("linked")
+    await origin.put("report.txt", b"quarterly numbers")
+    links = await js.create_object_store("links")
+    await _add_link(nc, "links", "latest", api.ObjectLink(bucket="linked", name="report.txt"))
+    await _add_link(nc, "links", "all", api.ObjectLink(bucket="linked"))
+
+    info = await links.get_info("latest")
+    assert info.is_link() and info.options.link.bucket == "linked"
+    result = await links.get("latest")  # nats-py follows an object link to its target
+    assert result.data == b"quarterly numbers" and result.info.name == "report.txt"
+    with pytest.raises(LinkIsABucketError):
+        await links.get("all")
+    assert sorted(i.name for i in await links.list()) == ["all", "latest"]
+
+
+@pytest.mark.slow
+async def test_fifty_megabyte_object_round_trip(nc: Client) -> None:
+    js = nc.jetstream()
+    obs = await js.create_object_store("huge")
+    seed = hashlib.sha256(b"fifty").digest()
+    data = b"".join(hashlib.sha256(seed + i.to_bytes(4, "big")).digest() for i in range(50 * 2**15))
+    assert len(data) == 50 * 1024 * 1024
+    info = await obs.put("fifty.bin", io.BytesIO(data))
+    assert (info.size, info.chunks, info.digest) == (len(data), len(data) // CHUNK, _digest(data))
+    result = await obs.get("fifty.bin")
+    assert result.data == data
+    assert hashlib.sha256(result.data).digest() == hashlib.sha256(data).digest()
+    assert result.info.digest == _digest(data)
