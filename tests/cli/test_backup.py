@@ -139,3 +139,20 @@ def test_account_backup(srv: ServerProcess, tmp_path: Path) -> None:
     assert js(srv, "info", "ACCA").state.messages == 4
     js(srv, "delete", "ACCA")
     js(srv, "delete", "ACCB")
+
+
+def test_restore_verify_runs_the_verifier_checks(srv: ServerProcess, tmp_path: Path) -> None:
+    """A well-formed archive whose backup.json disagrees with it passes a checksum scan, but
+    not the verifier's consistency checks: --verify refuses it before contacting the server."""
+    js(srv, "create", "CLIV", 5)
+    assert cli(srv, "stream", "backup", "CLIV", str(tmp_path)).exit_code == 0
+    js(srv, "delete", "CLIV")
+    meta_path = tmp_path / "backup.json"
+    meta = json.loads(meta_path.read_text())
+    meta["state"]["messages"] += 1
+    meta_path.write_text(json.dumps(meta))
+    scan_archive(tmp_path / ARCHIVE_FILE)  # the archive itself is intact
+    result = cli(srv, "stream", "restore", str(tmp_path), "--verify")
+    assert result.exit_code == 1
+    assert "failed verification" in result.output
+    assert "CLIV" not in cli(srv, "stream", "ls").output

@@ -35,6 +35,7 @@ from headwater.control.backup import (
     backup_stream,
     restore_stream,
 )
+from headwater.verify.checks import verify_backup
 
 __all__ = ["account_backup", "stream_backup", "stream_restore"]
 
@@ -139,7 +140,12 @@ def stream_restore(
     ctx: typer.Context,
     directory: Directory,
     verify: Annotated[
-        bool, typer.Option("--verify", help="Check the whole archive before restoring.")
+        bool,
+        typer.Option(
+            "--verify",
+            help="Run the backup verifier's checks first (as `headwater verify`, without "
+            "Spark) and refuse a backup with any finding.",
+        ),
     ] = False,
     config: Annotated[
         Path | None, typer.Option("--config", help="Stream config to use instead (JSON).")
@@ -155,12 +161,14 @@ def stream_restore(
         except (OSError, ValueError) as exc:
             raise CliError(f"{config}: {exc}") from None
 
+    if verify:
+        _refuse_if_findings(directory)
+
     async def body(nc: Client) -> dict[str, Any]:
         with _bar(f"Restoring {directory.name}") as progress:
             return await restore_stream(
                 nc,
                 directory,
-                verify=verify,
                 config=override,
                 timeout=max(cli.timeout, 10.0),
                 progress=progress,
@@ -179,6 +187,20 @@ def stream_restore(
         f"messages, {output.size(state.get('bytes', 0))}, "
         f"{state.get('consumer_count', 0)} consumers"
     )
+
+
+def _refuse_if_findings(directory: Path) -> None:
+    """The verifier's checks on one backup: checksums, sequences against the recorded state,
+    counts, consumer state and configs. A restore of a damaged backup is refused before the
+    server is contacted."""
+    report = verify_backup(str(directory))
+    if report.findings:
+        details = "; ".join(f"{f.kind}: {f.detail}" for f in report.findings[:5])
+        more = len(report.findings) - 5
+        raise CliError(
+            f"{directory} failed verification ({len(report.findings)} findings): {details}"
+            + (f" and {more} more" if more > 0 else "")
+        )
 
 
 @account.app.command("backup")
