@@ -6,53 +6,24 @@ One server of each kind per module (``js_server``), emptied before every test by
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import pytest
 import typer
-from nats.aio.client import Client
 from typer.testing import CliRunner, Result
 
 from headwater.cli import gitops
 from headwater.cli.app import root
-from headwater.control import api
-from headwater.control.connection import ConnectionSettings
 from headwater.testing import ServerProcess
+from support.controlplane import empty_jetstream, run_on
 
 T = TypeVar("T")
-
-
-async def _empty(nc: Client) -> None:
-    names = await api.request(nc, "STREAM.NAMES", {})
-    for name in names.get("streams") or []:
-        await api.request(nc, f"STREAM.DELETE.{name}")
-    try:
-        templates = await api.request(nc, "STREAM.TEMPLATE.NAMES", {}, timeout=0.5)
-    except (api.ApiUnavailable, api.ApiError):
-        return
-    for name in templates.get("streams") or templates.get("templates") or []:
-        await api.request(nc, f"STREAM.TEMPLATE.DELETE.{name}")
-
-
-def run_on(server: ServerProcess, body: Callable[[Client], Awaitable[T]]) -> T:
-    """Connect to ``server``, run ``body(nc)``, close."""
-
-    async def main() -> T:
-        nc = await ConnectionSettings(servers=(server.url,)).connect()
-        try:
-            return await body(nc)
-        finally:
-            await nc.close()
-
-    return asyncio.run(main())
 
 
 @pytest.fixture
 def clean_server(js_server: ServerProcess) -> ServerProcess:
     """``js_server`` with no streams and no templates."""
-    run_on(js_server, _empty)
+    run_on(js_server, empty_jetstream)
     return js_server
 
 
