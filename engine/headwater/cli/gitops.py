@@ -177,6 +177,9 @@ def apply(
         False, "--allow-replace", help="Allow destructive replaces for every resource."
     ),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    markdown: Path | None = typer.Option(
+        None, "--markdown", help="Append the plan and results as markdown to FILE."
+    ),
     json_flag: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Make the server match the documents. Exit 0 success, 1 error."""
@@ -200,6 +203,10 @@ def apply(
     if report is None:
         err.print("Apply cancelled; nothing was changed.")
         raise typer.Exit(exitcodes.ERROR)
+    if markdown is not None:
+        # The GitHub apply action's job summary: what was planned, then what happened.
+        with markdown.open("a", encoding="utf-8") as stream:
+            stream.write(render.plan_markdown(plan_result) + "\n" + render.report_markdown(report))
     if cli.json_output:
         payload: dict[str, Any] = {"plan": plan_result.to_dict(), "apply": report.to_dict()}
         typer.echo(json.dumps(payload, indent=2, default=str))

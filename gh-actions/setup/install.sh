@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install headwater into the environment of $HW_PYTHON (default python3).
+#
+# HW_VERSION picks what to install:
+#   empty             this action's own checkout (the repository holding gh-actions/), so
+#                     `uses: org/headwater/gh-actions/plan@v1` runs the CLI of tag v1;
+#   1.2.3             that release from the package index (headwater==1.2.3);
+#   anything else     a pip requirement as is: git+https://github.com/org/headwater@ref,
+#                     headwater>=0.2, a wheel path or URL.
+set -euo pipefail
+
+python="${HW_PYTHON:-python3}"
+version="${HW_VERSION:-}"
+
+if [[ -z "$version" ]]; then
+  # Every action lives in gh-actions/<name>/, two levels below the repository root.
+  requirement="$(cd "$GITHUB_ACTION_PATH/../.." && pwd)"
+elif [[ "$version" =~ ^[0-9][0-9A-Za-z.!+-]*$ ]]; then
+  requirement="headwater==$version"
+else
+  requirement="$version"
+fi
+
+echo "Installing headwater from: $requirement"
+"$python" -m pip install --disable-pip-version-check "$requirement"
+
+installed="$("$python" -c 'import importlib.metadata as m; print(m.version("headwater"))')"
+echo "headwater $installed installed"
+if [[ -n "${GITHUB_OUTPUT:-}" ]]; then
+  echo "version=$installed" >>"$GITHUB_OUTPUT"
+fi

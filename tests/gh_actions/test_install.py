@@ -1,0 +1,84 @@
+"""The install step: what it asks pip for, given the version input, and its output.
+
+A stand-in interpreter records the pip command instead of installing, so the test needs no
+package index; the step itself runs unchanged, as the runner runs it.
+"""
+
+from __future__ import annotations
+
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from gh_actions.locations import ACTIONS, REPO
+
+from support.actions_runner import run_action
+
+FAKE_PYTHON = """#!/usr/bin/env bash
+# Records `python -m pip install ...`; answers the version query like the real one would.
+if [[ "$1" == "-m" && "$2" == "pip" ]]; then
+  printf '%s\\n' "${@:3}" >"$RECORD"
+  exit 0
+fi
+exec "$REAL_PYTHON" "$@"
+"""
+
+
+@pytest.fixture
+def fake_python(tmp_path: Path) -> Path:
+    path = tmp_path / "python"
+    path.write_text(FAKE_PYTHON)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("version", "requirement"),
+    [
+        ("", str(REPO)),
+        ("0.1.0", "headwater==0.1.0"),
+        ("1.2.0rc1", "headwater==1.2.0rc1"),
+        (
+            "git+https://github.com/example/headwater@v1",
+            "git+https://github.com/example/headwater@v1",
+        ),
+        ("headwater>=0.1", "headwater>=0.1"),
+    ],
+)
+def test_install_requirement(
+    fake_python: Path, tmp_path: Path, version: str, requirement: str
+) -> None:
+    check_install("setup", fake_python, tmp_path, version, requirement)
+
+
+def test_every_action_installs_the_same_way(fake_python: Path, tmp_path: Path) -> None:
+    # One of them, through its own install step: they all run setup/install.sh.
+    check_install("plan", fake_python, tmp_path, "", str(REPO))
+
+
+def check_install(
+    action: str, fake_python: Path, tmp_path: Path, version: str, requirement: str
+) -> None:
+    record = tmp_path / "pip-args"
+    inputs = {"python": str(fake_python), "version": version}
+    if action == "plan":
+        inputs |= {"files": "nowhere"}  # the plan step fails after the install; not under test
+    env = {"RECORD": str(record), "REAL_PYTHON": sys.executable}
+    run = run_action(ACTIONS / action, inputs, workspace=tmp_path, env=env)
+    install = run.steps[0]
+    assert install.outcome == "success", run.log
+    pip_args = record.read_text().splitlines()
+    assert pip_args == ["install", "--disable-pip-version-check", requirement]
+    if action == "setup":
+        assert run.outputs["version"] == install.outputs["version"]
+        assert run.outputs["version"]
+
+
+def test_install_false_skips_the_step(tmp_path: Path, fake_python: Path) -> None:
+    record = tmp_path / "pip-args"
+    env = {"RECORD": str(record), "REAL_PYTHON": sys.executable}
+    inputs = {"python": str(fake_python), "install": "false", "files": "nowhere"}
+    run = run_action(ACTIONS / "plan", inputs, workspace=tmp_path, env=env)
+    assert run.steps[0].outcome == "skipped"
+    assert not record.exists()
