@@ -43,7 +43,9 @@ def test_init_through_the_mirror(tmp_path: Path, clean_headwater: ServerProcess)
         [
             sys.executable,
             "-m",
-            "headwater_terraform.install",
+            "headwater.cli",  # `headwater terraform install`, as docs/TERRAFORM.md says
+            "terraform",
+            "install",
             "--mirror",
             str(mirror),
             "--cli-config",

@@ -21,6 +21,7 @@ from headwater.cli import (
     messaging,
     output,
     stream,
+    terraform,
     verify,
 )
 from headwater.cli.context import CliContext
@@ -80,6 +81,7 @@ GROUPS = (
     ("consumer", consumer),
     ("kv", kv),
     ("account", account),
+    ("terraform", terraform),
 )
 #: Modules that add commands to those groups' apps when imported (``stream backup`` ...).
 EXTENSIONS = (backup,)
