@@ -1,0 +1,22 @@
+#!/usr/bin/env sh
+# A local cluster with kind (needs Docker, kind and kubectl): build the image, load it, apply
+# the CRDs, the engine and the operator, then the ORDERS example, and show the result.
+#   operator/deploy/kind.sh            # cluster "headwater"
+#   KIND_CLUSTER=dev operator/deploy/kind.sh
+set -eu
+cluster="${KIND_CLUSTER:-headwater}"
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+
+if ! kind get clusters | grep -qx "$cluster"; then
+  kind create cluster --name "$cluster"
+fi
+docker build -f "$root/operator/Dockerfile" -t headwater:latest "$root"
+kind load docker-image headwater:latest --name "$cluster"
+
+kubectl apply -k "$root/operator/deploy"
+kubectl -n headwater rollout status statefulset/headwater --timeout=180s
+kubectl -n headwater rollout status deployment/headwater-operator --timeout=180s
+
+kubectl -n default apply -f "$root/examples/orders/"
+kubectl -n default wait --for=condition=Ready stream/orders --timeout=60s
+kubectl -n default get headwater

@@ -1,0 +1,105 @@
+"""The operator's own settings: flags, each with an environment variable as its default.
+
+kopf's flags (``--namespace``, ``--all-namespaces``, ``--peering``, ``--liveness``,
+``--standalone`` ...) pass through to kopf unchanged; these are the ones kopf does not know.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from headwater.control.connection import ConnectionSettings
+
+DEFAULT_PROFILE = "headwater-connection"
+"""A Secret/ConfigMap of this name gives every resource in its namespace its connection."""
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    connection: ConnectionSettings = field(default_factory=ConnectionSettings)
+    """Defaults for every resource (``NATS_URL`` and friends, or the flags)."""
+    namespace_profile: str = DEFAULT_PROFILE
+    sync_interval: float = 30.0
+    """Seconds between drift checks and live-figure refreshes of one resource."""
+    wait_delay: float = 5.0
+    """Seconds before a Consumer looks for its Stream again (and a Stream for its consumers)."""
+    max_backoff: float = 300.0
+    """Upper bound of the retry delay after a failure; it doubles from 1 s."""
+    request_timeout: float = 5.0
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int | None = None
+    """Prometheus metrics port; None: no metrics endpoint (0: an ephemeral port)."""
+    cache_dir: Path | None = None
+    """Where credentials and TLS files from Secrets are written for nats-py (0600)."""
+    watch_timeout: float | None = None
+    """Server-side watch timeout (kopf's default when None)."""
+
+    def backoff(self, retry: int) -> float:
+        return float(min(self.max_backoff, 2 ** min(retry, 16)))
+
+
+def _env_float(env: Mapping[str, str], name: str, default: float) -> float:
+    return float(env[name]) if env.get(name) else default
+
+
+def parse_args(
+    argv: Sequence[str], env: Mapping[str, str] | None = None
+) -> tuple[OperatorConfig, list[str]]:
+    """The operator's flags out of ``argv``; the rest (kopf's) is returned as is."""
+    env = os.environ if env is None else env
+    parser = argparse.ArgumentParser(
+        prog="headwater-operator",
+        description="Reconciles headwater.io resources; other flags go to `kopf run`.",
+        allow_abbrev=False,
+    )
+    parser.add_argument("--nats-url", default=None, help="default servers (env NATS_URL)")
+    parser.add_argument("--nats-creds", default=None, help="default .creds file (NATS_CREDS)")
+    parser.add_argument("--nats-user", default=None, help="default user (NATS_USER)")
+    parser.add_argument("--nats-password", default=None, help="default password")
+    parser.add_argument("--nats-token", default=None, help="default token (NATS_TOKEN)")
+    parser.add_argument("--tls-cert", default=env.get("NATS_TLS_CERT"))
+    parser.add_argument("--tls-key", default=env.get("NATS_TLS_KEY"))
+    parser.add_argument("--tls-ca", default=env.get("NATS_TLS_CA"))
+    parser.add_argument(
+        "--connection-profile",
+        default=env.get("HEADWATER_CONNECTION_PROFILE", DEFAULT_PROFILE),
+        help="name of the per-namespace Secret/ConfigMap with connection settings",
+    )
+    parser.add_argument(
+        "--sync-interval",
+        type=float,
+        default=_env_float(env, "HEADWATER_SYNC_INTERVAL", 30.0),
+        help="seconds between drift checks of one resource",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(env["HEADWATER_METRICS_PORT"]) if env.get("HEADWATER_METRICS_PORT") else None,
+    )
+    parser.add_argument("--metrics-host", default=env.get("HEADWATER_METRICS_HOST", "0.0.0.0"))
+    parser.add_argument("--cache-dir", type=Path, default=env.get("HEADWATER_CACHE_DIR") or None)
+    options, rest = parser.parse_known_args(list(argv))
+    connection = ConnectionSettings.from_env(
+        env,
+        servers=options.nats_url,
+        credentials=options.nats_creds,
+        user=options.nats_user,
+        password=options.nats_password,
+        token=options.nats_token,
+        tls_cert=options.tls_cert,
+        tls_key=options.tls_key,
+        tls_ca=options.tls_ca,
+    )
+    config = OperatorConfig(
+        connection=connection,
+        namespace_profile=options.connection_profile,
+        sync_interval=options.sync_interval,
+        metrics_host=options.metrics_host,
+        metrics_port=options.metrics_port,
+        cache_dir=Path(options.cache_dir) if options.cache_dir else None,
+    )
+    return config, rest

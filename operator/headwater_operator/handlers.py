@@ -1,0 +1,407 @@
+"""The kopf layer: handlers for the five kinds, the sync timer, indexes, health and metrics.
+
+Every handler is a method of one ``Operator`` (its config, NATS connections, metrics and
+per-resource locks) registered on a kopf registry by ``Operator.register``: no module-level
+state, so the tests can run several operators in one process through kopf's ``KopfRunner``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+from nats.errors import Error as NatsError
+
+from headwater.control import api
+from headwater.control.apply import Status, apply_plan
+from headwater.control.connection import ConnectionSettings
+from headwater.control.documents import Resource
+from headwater.control.plan import Action, Change, Plan
+from headwater_operator import GROUP, VERSION
+from headwater_operator.config import OperatorConfig
+from headwater_operator.connection import (
+    PROFILE_LABEL,
+    ConnectionPool,
+    FileCache,
+    ProfileLookup,
+    ProfileMissing,
+    UnsupportedConnection,
+    configmap_data,
+    secret_data,
+    settings_for,
+)
+from headwater_operator.live import figures, read_resource, stream_of
+from headwater_operator.metrics import Metrics
+from headwater_operator.reconcile import Condition, Event, Mode, Outcome, reconcile
+from headwater_operator.resources import parse_body
+from headwater_operator.status import clip, condition, merge_conditions, now, same_condition
+
+FINALIZER = f"{GROUP}/finalizer"
+ANNOTATION_PREFIX = f"kopf.{GROUP}"
+PLURALS = {
+    "Stream": "streams",
+    "Consumer": "consumers",
+    "KeyValue": "keyvalues",
+    "ObjectStore": "objectstores",
+    "StreamTemplate": "streamtemplates",
+}
+STREAM_KINDS = ("Stream", "KeyValue", "ObjectStore")
+UNREACHABLE = (ConnectionError, OSError, TimeoutError, NatsError, api.ApiUnavailable)
+"""Failures of the connection rather than of the request: retried, the connection dropped."""
+
+
+class Operator:
+    """The operator's state and handlers. ``register`` puts them on a kopf registry."""
+
+    def __init__(self, config: OperatorConfig | None = None) -> None:
+        self.config = config or OperatorConfig()
+        self.pool = ConnectionPool()
+        self.files = FileCache(self.config.cache_dir)
+        self.metrics = Metrics()
+        self.metrics_port: int | None = None
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    # -- registration ---------------------------------------------------------------------
+
+    def register(self, registry: kopf.OperatorRegistry) -> kopf.OperatorRegistry:
+        on = kopf.on
+        on.startup(registry=registry)(self.startup)
+        on.cleanup(registry=registry)(self.cleanup)
+        on.probe(id="nats_connections", registry=registry)(self.probe)
+        kopf.index(
+            "",
+            "v1",
+            "secrets",
+            id="connection_secrets",
+            registry=registry,
+            labels={PROFILE_LABEL: kopf.PRESENT},
+        )(self.index_secret)
+        kopf.index(
+            "",
+            "v1",
+            "configmaps",
+            id="connection_configmaps",
+            registry=registry,
+            labels={PROFILE_LABEL: kopf.PRESENT},
+        )(self.index_configmap)
+        kopf.index(GROUP, VERSION, "consumers", id="consumers_by_stream", registry=registry)(
+            self.index_consumer
+        )
+        for plural in PLURALS.values():
+            resource = (GROUP, VERSION, plural)
+            on.create(*resource, id="create", registry=registry)(self.on_create)
+            on.update(*resource, id="update", registry=registry)(self.on_update)
+            on.resume(*resource, id="resume", registry=registry)(self.on_resume)
+            on.delete(*resource, id="delete", registry=registry)(self.on_delete)
+            kopf.timer(
+                *resource,
+                id="sync",
+                interval=self.config.sync_interval,
+                initial_delay=self.config.sync_interval,
+                registry=registry,
+            )(self.on_sync)
+        return registry
+
+    async def startup(
+        self, settings: kopf.OperatorSettings, logger: logging.Logger, **_: Any
+    ) -> None:
+        settings.persistence.finalizer = FINALIZER
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
+            prefix=ANNOTATION_PREFIX
+        )
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix=ANNOTATION_PREFIX, key="last-handled-configuration"
+        )
+        settings.posting.level = logging.INFO
+        if self.config.watch_timeout is not None:
+            settings.watching.server_timeout = self.config.watch_timeout
+        if self.config.metrics_port is not None:
+            self.metrics_port = self.metrics.serve(
+                self.config.metrics_host, self.config.metrics_port
+            )
+            logger.info("metrics on %s:%d/metrics", self.config.metrics_host, self.metrics_port)
+
+    async def cleanup(self, **_: Any) -> None:
+        await self.pool.close()
+        self.metrics.stop()
+        self.files.cleanup()
+
+    async def probe(self, **_: Any) -> int:
+        return len(self.pool)
+
+    # -- indexes --------------------------------------------------------------------------
+
+    def index_secret(self, name: str, namespace: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
+        return {namespace: (name, secret_data(body))}
+
+    def index_configmap(
+        self, name: str, namespace: str, body: kopf.Body, **_: Any
+    ) -> dict[str, Any]:
+        return {namespace: (name, configmap_data(body))}
+
+    def index_consumer(
+        self, name: str, namespace: str, spec: kopf.Spec, **_: Any
+    ) -> dict[str, Any]:
+        stream = spec.get("streamName") or spec.get("stream_name") or ""
+        return {(namespace, str(stream)): name}
+
+    # -- handlers -------------------------------------------------------------------------
+
+    async def on_create(self, **kwargs: Any) -> None:
+        await self._apply("create", **kwargs)
+
+    async def on_update(self, **kwargs: Any) -> None:
+        await self._apply("update", **kwargs)
+
+    async def on_resume(self, **kwargs: Any) -> None:
+        await self._apply("resume", **kwargs)
+
+    async def _apply(
+        self, trigger: str, *, body: kopf.Body, patch: kopf.Patch, retry: int, **kwargs: Any
+    ) -> None:
+        kind = str(body.get("kind"))
+        outcome = await self._reconcile(body, Mode.APPLY, kwargs)
+        self._write_status(body, patch, outcome)
+        self._count(kind, trigger, outcome)
+        if outcome.event is not None:
+            self._post(body, outcome.event)
+        if outcome.action == "invalid":
+            raise kopf.PermanentError(outcome.in_sync.message)
+        if outcome.retry:
+            delay = (
+                self.config.wait_delay
+                if outcome.action == "waiting"
+                else self.config.backoff(retry)
+            )
+            raise kopf.TemporaryError(outcome.in_sync.message, delay=delay)
+
+    async def on_sync(
+        self,
+        body: kopf.Body,
+        meta: kopf.Meta,
+        status: kopf.Status,
+        patch: kopf.Patch,
+        **kwargs: Any,
+    ) -> None:
+        """The timer: refresh live figures, detect drift, correct or report it."""
+        kind = str(body.get("kind"))
+        if status.get("observedGeneration") != meta.get("generation"):
+            return  # a handler has not finished this generation; it owns the resource now
+        if condition(status, "InSync").get("reason") == "Invalid":
+            return  # nothing to do until the spec changes
+        outcome = await self._reconcile(body, Mode.SYNC, kwargs)
+        before = condition(status, "InSync")
+        self._write_status(body, patch, outcome)
+        self._count(kind, "sync", outcome)
+        if outcome.drift or outcome.action in ("recreated", "corrected", "reported"):
+            handling = "corrected" if outcome.action in ("recreated", "corrected") else "reported"
+            self.metrics.drift.labels(kind, handling).inc()
+        acted = outcome.action not in (
+            "unchanged",
+            "refused",
+            "skipped",
+            "reported",
+            "failed",
+            "waiting",
+            "unreachable",
+        )
+        if outcome.event is not None and (acted or not same_condition(before, outcome.in_sync)):
+            self._post(body, outcome.event)
+
+    async def on_delete(self, body: kopf.Body, namespace: str, retry: int, **kwargs: Any) -> None:
+        kind = str(body.get("kind"))
+        parsed = parse_body(body)
+        resource = parsed.resource
+        if resource is None:
+            self._post(
+                body,
+                Event(
+                    "Normal",
+                    "Deleted",
+                    f"the spec never parsed ({parsed.message}); nothing to delete",
+                ),
+            )
+            return
+        what = str(resource.key)
+        if resource.spec.prevent_delete:
+            self._post(
+                body,
+                Event(
+                    "Normal",
+                    "DeletePrevented",
+                    f"{what}: preventDelete is set; the server keeps it",
+                ),
+            )
+            self.metrics.reconciles.labels(kind, "delete", "prevented").inc()
+            return
+        if kind in STREAM_KINDS:
+            consumers = self._consumer_resources(kwargs, namespace, stream_of(resource.spec))
+            if consumers:
+                message = (
+                    f"{what}: waiting for Consumer resources {', '.join(sorted(consumers))} "
+                    "to be deleted first"
+                )
+                self._post(body, Event("Normal", "DeleteWaiting", message))
+                raise kopf.TemporaryError(message, delay=self.config.wait_delay)
+        async with self._lock(body):
+            try:
+                settings = self._settings(resource, namespace, kwargs)
+                deleted = await self._delete(settings, resource)
+            except (ProfileMissing, UnsupportedConnection, *UNREACHABLE, api.ApiError) as error:
+                message = f"{what}: delete failed: {error}"
+                self._post(body, Event("Warning", "DeleteFailed", message))
+                self.metrics.errors.labels(kind, "DeleteFailed").inc()
+                raise kopf.TemporaryError(message, delay=self.config.backoff(retry)) from None
+        self._locks.pop(str(body.get("metadata", {}).get("uid")), None)
+        if deleted:
+            self._post(body, Event("Normal", "Deleted", f"{what}: deleted from the server"))
+        else:
+            self._post(
+                body,
+                Event(
+                    "Normal",
+                    "DeletePrevented",
+                    f"{what}: marked preventDelete on the server; it keeps it",
+                ),
+            )
+        self.metrics.reconciles.labels(kind, "delete", "deleted" if deleted else "prevented").inc()
+
+    # -- the work -------------------------------------------------------------------------
+
+    async def _reconcile(self, body: kopf.Body, mode: Mode, kwargs: Mapping[str, Any]) -> Outcome:
+        parsed = parse_body(body)
+        if parsed.resource is None:
+            message = f"invalid spec: {parsed.message}"
+            invalid = Condition("False", "Invalid", message)
+            return Outcome("invalid", invalid, invalid, Event("Warning", "Invalid", message))
+        resource = parsed.resource
+        namespace = str(body.get("metadata", {}).get("namespace", ""))
+        try:
+            settings = self._settings(resource, namespace, kwargs)
+        except UnsupportedConnection as error:
+            invalid = Condition("False", "Invalid", str(error))
+            return Outcome("invalid", invalid, invalid, Event("Warning", "Invalid", str(error)))
+        except ProfileMissing as error:
+            waiting = Condition("False", "ConnectionProfileMissing", str(error))
+            return Outcome(
+                "waiting",
+                waiting,
+                waiting,
+                Event("Warning", "ConnectionProfileMissing", str(error)),
+                retry=True,
+            )
+        async with self._lock(body):
+            try:
+                nc = await self.pool.get(settings)
+                outcome, _change = await reconcile(
+                    nc, resource, mode, timeout=self.config.request_timeout
+                )
+            except UNREACHABLE as error:
+                await self.pool.discard(settings)
+                message = f"server not reachable ({', '.join(settings.servers)}): {error}"
+                unknown = Condition("Unknown", "Unreachable", message)
+                return Outcome(
+                    "unreachable",
+                    unknown,
+                    Condition("Unknown", "Unreachable", message),
+                    Event("Warning", "Unreachable", message),
+                    retry=True,
+                )
+            except api.ApiError as error:
+                message = f"the server refused a read: {error}"
+                failed = Condition("False", "ApplyFailed", message)
+                return Outcome(
+                    "failed",
+                    Condition("Unknown", "ReadFailed", message),
+                    failed,
+                    Event("Warning", "ApplyFailed", message),
+                    retry=True,
+                )
+        self.metrics.connections.set(len(self.pool))
+        return outcome
+
+    async def _delete(self, settings: ConnectionSettings, resource: Resource) -> bool:
+        """Delete the resource on the server; False when its server metadata forbids it."""
+        nc = await self.pool.get(settings)
+        read = await read_resource(nc, resource.spec, timeout=self.config.request_timeout)
+        if read.state.delete_prevented(resource.key):
+            return False
+        change = Change(resource.key, Action.DELETE, destructive=True)
+        report = await apply_plan(nc, Plan([change]), timeout=self.config.request_timeout)
+        for result in report.results:
+            if result.status is Status.FAILED:
+                raise api.ApiError("delete", 500, 0, result.message)
+        return True
+
+    def _settings(
+        self, resource: Resource, namespace: str, kwargs: Mapping[str, Any]
+    ) -> ConnectionSettings:
+        profiles = ProfileLookup(
+            secrets=_profiles_in(kwargs.get("connection_secrets"), namespace),
+            configmaps=_profiles_in(kwargs.get("connection_configmaps"), namespace),
+        )
+        return settings_for(
+            resource.spec,
+            profiles,
+            self.config.connection,
+            self.files,
+            self.config.namespace_profile,
+        )
+
+    def _consumer_resources(
+        self, kwargs: Mapping[str, Any], namespace: str, stream: str
+    ) -> list[str]:
+        index = kwargs.get("consumers_by_stream")
+        if index is None:
+            return []
+        return [str(name) for name in index.get((namespace, stream), [])]
+
+    def _lock(self, body: kopf.Body) -> asyncio.Lock:
+        uid = str(body.get("metadata", {}).get("uid"))
+        return self._locks.setdefault(uid, asyncio.Lock())
+
+    def _write_status(self, body: kopf.Body, patch: kopf.Patch, outcome: Outcome) -> None:
+        status = body.get("status") or {}
+        generation = body.get("metadata", {}).get("generation")
+        timestamp = now()
+        patch.status["observedGeneration"] = generation
+        patch.status["conditions"] = merge_conditions(
+            status.get("conditions"),
+            {"Ready": outcome.ready, "InSync": outcome.in_sync},
+            generation,
+            timestamp,
+        )
+        patch.status["drift"] = list(outcome.drift)
+        patch.status["lastSynced"] = timestamp
+        parsed = parse_body(body)
+        if outcome.read is not None and parsed.resource is not None:
+            for key, value in figures(outcome.read, parsed.resource.spec).items():
+                patch.status[key] = value
+
+    def _count(self, kind: str, trigger: str, outcome: Outcome) -> None:
+        self.metrics.reconciles.labels(kind, trigger, outcome.action).inc()
+        if outcome.retry or outcome.action == "invalid":
+            self.metrics.errors.labels(kind, outcome.in_sync.reason).inc()
+
+    @staticmethod
+    def _post(body: kopf.Body, event: Event) -> None:
+        kopf.event(body, type=event.type, reason=event.reason, message=clip(event.message))
+
+
+def _profiles_in(index: Any, namespace: str) -> dict[str, Mapping[str, str]]:
+    if index is None:
+        return {}
+    return {name: data for name, data in index.get(namespace, [])}
+
+
+def build_operator(
+    config: OperatorConfig | None = None, registry: kopf.OperatorRegistry | None = None
+) -> Operator:
+    """An operator whose handlers are registered on ``registry`` (kopf's default registry,
+    which also holds kopf's own login handlers, when None)."""
+    operator = Operator(config)
+    operator.register(registry if registry is not None else kopf.get_default_registry())
+    return operator

@@ -1,0 +1,196 @@
+"""The operator's pure parts: spellings, spec normalization, connection profiles, status,
+flags."""
+
+from __future__ import annotations
+
+import base64
+import stat
+from pathlib import Path
+
+import pytest
+
+from headwater.control.connection import ConnectionSettings
+from headwater.control.models import Consumer, Stream
+from headwater.testing import ServerProcess
+from headwater_operator.config import parse_args
+from headwater_operator.connection import (
+    ConnectionPool,
+    FileCache,
+    ProfileLookup,
+    ProfileMissing,
+    UnsupportedConnection,
+    configmap_data,
+    secret_data,
+    settings_for,
+)
+from headwater_operator.reconcile import Condition
+from headwater_operator.resources import drop_defaulted_duplicates, parse_body
+from headwater_operator.spellings import nested_model, spellings
+from headwater_operator.status import clip, merge_conditions
+
+DEFAULTS = ConnectionSettings(servers=("nats://default:4222",), user="op", password="pw")
+
+
+def test_spellings_prefer_camel_case_and_know_nack_names() -> None:
+    table = spellings(Stream)
+    assert table["max_age"] == ["maxAge", "max_age"]
+    assert table["num_replicas"][0] == "numReplicas"
+    assert "replicas" in table["num_replicas"]
+    assert table["storage"] == ["storage"]
+    assert nested_model(Stream, "consumer_limits").__name__ == "ConsumerLimits"  # type: ignore[union-attr]
+    assert nested_model(Stream, "sources").__name__ == "StreamSource"  # type: ignore[union-attr]
+    assert nested_model(Stream, "max_age") is None
+
+
+def test_defaulted_duplicates_are_dropped_but_real_conflicts_kept() -> None:
+    spec = {"max_age": "1h", "maxAge": 0, "replicas": 3, "numReplicas": 1}
+    assert drop_defaulted_duplicates(spec, Stream) == {"max_age": "1h", "replicas": 3}
+    # Both spellings given by the user with different non-default values: the model decides.
+    conflict = {"max_age": "1h", "maxAge": "2h"}
+    assert drop_defaulted_duplicates(conflict, Stream) == conflict
+    nested = {"sources": [{"name": "A", "opt_start_seq": 5, "optStartSeq": 0}]}
+    assert drop_defaulted_duplicates(nested, Stream) == {
+        "sources": [{"name": "A", "opt_start_seq": 5}]
+    }
+
+
+def body(kind: str, spec: dict[str, object], **metadata: object) -> dict[str, object]:
+    return {
+        "apiVersion": "headwater.io/v1",
+        "kind": kind,
+        "metadata": {"name": "orders-new", "namespace": "default", **metadata},
+        "spec": spec,
+    }
+
+
+def test_parse_body_uses_metadata_name_and_reports_model_errors() -> None:
+    parsed = parse_body(body("Consumer", {"streamName": "ORDERS"}))
+    assert parsed.resource is not None
+    assert isinstance(parsed.resource.spec, Consumer)
+    assert parsed.resource.spec.server_name == "orders-new"
+    annotated = parse_body(body("Stream", {}, annotations={"headwater.io/allow-replace": "true"}))
+    assert annotated.resource is not None and annotated.resource.allow_replace
+    broken = parse_body(body("Consumer", {"streamName": "S", "filterSubject": "a..b"}))
+    assert broken.resource is None
+    assert "filter" in broken.message or "subject" in broken.message
+
+
+def test_secret_and_configmap_data_keep_only_profile_keys() -> None:
+    encoded = {
+        k: base64.b64encode(v.encode()).decode()
+        for k, v in {"user": "u", "password": "p", "other": "x"}.items()
+    }
+    assert secret_data({"data": {**encoded, "token": "!!not base64!!"}}) == {
+        "user": "u",
+        "password": "p",
+    }
+    assert configmap_data({"data": {"servers": "nats://a", "junk": "1"}}) == {"servers": "nats://a"}
+
+
+def spec(**fields: object) -> Stream:
+    return Stream.model_validate({"name": "S", **fields})
+
+
+def test_profile_resolution_order(tmp_path: Path) -> None:
+    files = FileCache(tmp_path / "cache")
+    profiles = ProfileLookup(
+        secrets={"tenant": {"token": "t0k3n", "creds": "-----BEGIN NATS USER JWT-----"}},
+        configmaps={
+            "tenant": {"servers": "nats://a:4222, nats://b:4222"},
+            "headwater-connection": {"servers": "nats://ns:4222"},
+        },
+    )
+    # No profile named: the namespace default's servers, the operator's login.
+    chosen = settings_for(spec(), profiles, DEFAULTS, files, "headwater-connection")
+    assert chosen.servers == ("nats://ns:4222",)
+    assert (chosen.user, chosen.password) == ("op", "pw")
+    # spec.account: that profile; its login replaces the operator's.
+    tenant = settings_for(spec(account="tenant"), profiles, DEFAULTS, files, "headwater-connection")
+    assert tenant.servers == ("nats://a:4222", "nats://b:4222")
+    assert tenant.token == "t0k3n" and tenant.user is None
+    creds = Path(tenant.credentials or "")
+    assert creds.read_text() == "-----BEGIN NATS USER JWT-----"
+    assert stat.S_IMODE(creds.stat().st_mode) == 0o600
+    # spec fields (paths in the operator pod, as NACK has them) win over the profile.
+    direct = settings_for(
+        spec(account="tenant", servers=["nats://c:4222"], tls={"rootCas": ["/ca.pem"]}),
+        profiles,
+        DEFAULTS,
+        files,
+        "headwater-connection",
+    )
+    assert direct.servers == ("nats://c:4222",) and direct.tls_ca == "/ca.pem"
+    # Nothing anywhere: the operator's defaults.
+    empty = ProfileLookup({}, {})
+    assert settings_for(spec(), empty, DEFAULTS, files, "headwater-connection") == DEFAULTS
+    with pytest.raises(ProfileMissing, match="tenant-b"):
+        settings_for(spec(account="tenant-b"), empty, DEFAULTS, files, "x")
+    with pytest.raises(UnsupportedConnection, match="nkey"):
+        settings_for(spec(nkey="SU..."), empty, DEFAULTS, files, "x")
+    files.cleanup()
+    assert creds.exists()  # a given cache dir belongs to the caller
+
+
+def test_an_owned_file_cache_is_removed() -> None:
+    files = FileCache()
+    path = Path(files.path_for("secret", ".key"))
+    assert path.exists()
+    files.cleanup()
+    assert not path.exists()
+
+
+def test_conditions_keep_their_transition_time_until_the_status_changes() -> None:
+    first = merge_conditions(
+        None,
+        {"Ready": Condition("True", "Exists", "ok"), "InSync": Condition("False", "Drift", "x")},
+        1,
+        "T1",
+    )
+    assert [c["type"] for c in first] == ["Ready", "InSync"]
+    second = merge_conditions(
+        first,
+        {
+            "Ready": Condition("True", "Exists", "still"),
+            "InSync": Condition("True", "InSync", "ok"),
+        },
+        2,
+        "T2",
+    )
+    ready, in_sync = second
+    assert ready["lastTransitionTime"] == "T1" and ready["message"] == "still"
+    assert in_sync["lastTransitionTime"] == "T2" and in_sync["observedGeneration"] == 2
+    assert len(clip("x" * 5000)) == 1000
+
+
+def test_flags_and_environment() -> None:
+    config, rest = parse_args(
+        ["--nats-url", "nats://flag:4222", "--sync-interval", "5", "-A", "--peering=p"],
+        {"NATS_URL": "nats://env:4222", "NATS_TOKEN": "tok", "HEADWATER_METRICS_PORT": "9999"},
+    )
+    assert config.connection.servers == ("nats://flag:4222",)
+    assert config.connection.token == "tok"
+    assert config.sync_interval == 5.0 and config.metrics_port == 9999
+    assert rest == ["-A", "--peering=p"]
+    defaults, rest = parse_args([], {})
+    assert defaults.connection.servers == ConnectionSettings().servers
+    assert defaults.metrics_port is None and rest == []
+    assert [defaults.backoff(n) for n in (0, 1, 3, 20)] == [1.0, 2.0, 8.0, 300.0]
+
+
+async def test_pool_reuses_connections_and_closes_idle_ones(shared_server: ServerProcess) -> None:
+    now = [0.0]
+    pool = ConnectionPool(idle_timeout=60, clock=lambda: now[0])
+    first = ConnectionSettings(servers=(shared_server.url,))
+    second = ConnectionSettings(servers=(shared_server.url,), connect_timeout=2.0)
+    try:
+        client = await pool.get(first)
+        assert await pool.get(first) is client
+        now[0] = 61.0
+        other = await pool.get(second)
+        assert client.is_closed and other.is_connected
+        assert len(pool) == 1
+        await pool.discard(second)
+        assert other.is_closed and len(pool) == 0
+        assert (await pool.get(first)).is_connected
+    finally:
+        await pool.close()
