@@ -204,6 +204,24 @@ def process(stream: Stream, subject: str, reply: str, hdr: bytes | None, payload
     except StoreError as exc:
         stream.reply_error(respond, errors.STREAM_STORE_FAILED.format(err=str(exc)))
         return
+    after_store(stream, seq, ts, subject, hdr, payload, msg_id, ttl, rollup, last_on_subject)
+    stream.reply_ok(respond, seq)
+
+
+def after_store(
+    stream: Stream,
+    seq: int,
+    ts: int,
+    subject: str,
+    hdr: bytes | None,
+    payload: bytes,
+    msg_id: str,
+    ttl: int,
+    rollup: str,
+    last_on_subject: int,
+) -> None:
+    """What follows every stored message, published or replicated: bookkeeping, marker
+    tracking, the rollup, republish, and waking the consumers that wait for it."""
     stream.stored(seq, ts, msg_id, ttl)
     if hdr and headers.get(hdr, MARKER_REASON):
         stream.markers.add(seq)
@@ -215,4 +233,3 @@ def process(stream: Stream, subject: str, reply: str, hdr: bytes | None, payload
         stream.republish(subject, hdr, payload, seq, ts, last_on_subject)
     if stream.hungry:
         stream.signal_consumers(subject)
-    stream.reply_ok(respond, seq)

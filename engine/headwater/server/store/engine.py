@@ -138,17 +138,7 @@ class IndexedStore(ABC):
         if ts < self._last_ts:
             ts = self._last_ts  # keep time monotonic per stream: max_age trims a prefix
         seq = idx.last + 1
-        loc = self._write(seq, subject, hdr, data, ts, ttl_ns, size)
-        idx.append(seq, subject, ts, size, loc)
-        self._last_ts = ts
-        if budget is not None:
-            budget.used += size
-        if ttl_ns > 0:
-            exp = ts + ttl_ns
-            self._ttl[seq] = exp
-            heapq.heappush(self._ttl_heap, (exp, seq))
-        elif ttl_ns < 0:
-            self._never.add(seq)
+        self._append(seq, subject, hdr, data, ts, ttl_ns, size)
         if per > 0:
             x = idx.subjects.ids[subject]
             while idx.subjects.count[x] > per:
@@ -159,6 +149,22 @@ class IndexedStore(ABC):
         if self._hook_queue:
             self._run_hooks()
         return seq, ts
+
+    def _append(
+        self, seq: int, subject: str, hdr: bytes, data: bytes, ts: int, ttl_ns: int, size: int
+    ) -> None:
+        """Write one message at ``seq`` and index it: the part every append shares."""
+        loc = self._write(seq, subject, hdr, data, ts, ttl_ns, size)
+        self._idx.append(seq, subject, ts, size, loc)
+        self._last_ts = ts
+        if self._budget is not None:
+            self._budget.used += size
+        if ttl_ns > 0:
+            exp = ts + ttl_ns
+            self._ttl[seq] = exp
+            heapq.heappush(self._ttl_heap, (exp, seq))
+        elif ttl_ns < 0:
+            self._never.add(seq)
 
     def store_raw_msg(
         self, subject: str, hdr: bytes, data: bytes, seq: int, ts: int, ttl_ns: int = 0
@@ -177,17 +183,7 @@ class IndexedStore(ABC):
             # The gap takes the previous message's time, keeping timestamps non-decreasing.
             idx.skip(seq - idx.last - 1, self._last_ts)
             self._floor()
-        loc = self._write(seq, subject, hdr, data, ts, ttl_ns, size)
-        idx.append(seq, subject, ts, size, loc)
-        self._last_ts = ts
-        if budget is not None:
-            budget.used += size
-        if ttl_ns > 0:
-            exp = ts + ttl_ns
-            self._ttl[seq] = exp
-            heapq.heappush(self._ttl_heap, (exp, seq))
-        elif ttl_ns < 0:
-            self._never.add(seq)
+        self._append(seq, subject, hdr, data, ts, ttl_ns, size)
         self._after_write()
 
     def _enforce_old(self) -> None:

@@ -79,15 +79,5 @@ def store_replicated(
         seq, ts = stream.store.store_msg(subject, hdr, payload, ttl_ns)
     # No message id is recorded: the origin deduplicated already, and a mirror never looks
     # ids up, so they would pile up in its window for nothing.
-    stream.stored(seq, ts, "", ttl)
-    if hdr and headers.get(hdr, publish.MARKER_REASON):
-        stream.markers.add(seq)
-    if rollup == "sub":
-        stream.store.purge(subject, 0, 1)
-    elif rollup == "all":
-        stream.store.purge("", 0, 1)
-    if stream.republish_transform is not None:
-        stream.republish(subject, hdr, payload, seq, ts, last_on_subject)
-    if stream.hungry:
-        stream.signal_consumers(subject)
+    publish.after_store(stream, seq, ts, subject, hdr, payload, "", ttl, rollup, last_on_subject)
     return seq
