@@ -37,6 +37,7 @@ from headwater_operator.live import figures, read_resource, stream_of
 from headwater_operator.metrics import Metrics
 from headwater_operator.reconcile import Condition, Event, Mode, Outcome, reconcile
 from headwater_operator.resources import parse_body
+from headwater_operator.restore import BACKUP_INVALID, reconcile_with_restore, wants_restore
 from headwater_operator.status import clip, condition, merge_conditions, now, same_condition
 
 FINALIZER = f"{GROUP}/finalizer"
@@ -190,7 +191,7 @@ class Operator:
         kind = str(body.get("kind"))
         if status.get("observedGeneration") != meta.get("generation"):
             return  # a handler has not finished this generation; it owns the resource now
-        if condition(status, "InSync").get("reason") == "Invalid":
+        if condition(status, "InSync").get("reason") in ("Invalid", BACKUP_INVALID):
             return  # nothing to do until the spec changes
         outcome = await self._reconcile(body, Mode.SYNC, kwargs)
         before = condition(status, "InSync")
@@ -296,9 +297,14 @@ class Operator:
         async with self._lock(body):
             try:
                 nc = await self.pool.get(settings)
-                outcome, _change = await reconcile(
-                    nc, resource, mode, timeout=self.config.request_timeout
-                )
+                if wants_restore(resource, mode):
+                    outcome = await reconcile_with_restore(
+                        nc, resource, mode, timeout=self.config.request_timeout
+                    )
+                else:
+                    outcome, _change = await reconcile(
+                        nc, resource, mode, timeout=self.config.request_timeout
+                    )
             except UNREACHABLE as error:
                 await self.pool.discard(settings)
                 message = f"server not reachable ({', '.join(settings.servers)}): {error}"

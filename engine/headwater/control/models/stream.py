@@ -8,9 +8,12 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import Field, field_validator, model_validator
 
 from headwater.control.models.base import (
+    ControlFields,
     Count,
     Duration,
     Size,
+    SpecModel,
+    register_nested,
     user_metadata,
 )
 from headwater.control.models.common import (
@@ -262,12 +265,27 @@ def replace_reasons(before: Mapping[str, Any], after: Mapping[str, Any]) -> list
     return reasons
 
 
+@register_nested
+class StreamRestore(SpecModel):
+    """Where the operator restores the stream from when it is missing on the server."""
+
+    from_: str = Field(
+        alias="from",
+        min_length=1,
+        description="A backup directory (headwater stream backup) the operator can read.",
+    )
+
+
 class Stream(StreamFields):
     """A JetStream stream."""
 
     KIND: ClassVar[str] = "Stream"
+    CONTROL_FIELDS: ClassVar[tuple[str, ...]] = (*ControlFields.CONTROL_FIELDS, "restore")
 
     name: str
+    restore: StreamRestore | None = None
+    """Operator only (a control field, never server config): restore a missing stream from a
+    backup instead of creating it empty."""
 
     @field_validator("name")
     @classmethod
