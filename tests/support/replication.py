@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nats.aio.client import Client
+from nats.js.api import AckPolicy, ConsumerConfig
 
 Stored = tuple[int, str, bytes, dict[str, str]]
 """(sequence, subject, payload, headers) of one stored message."""
@@ -39,6 +40,35 @@ async def stored(nc: Client, stream: str) -> list[Stored]:
             continue
         msg = reply["message"]
         out.append((seq, msg["subject"], _b64(msg.get("data")), _headers(msg.get("hdrs"))))
+    return out
+
+
+async def fetched(nc: Client, stream: str) -> list[tuple[int, str, bytes, dict[str, str], int]]:
+    """Every message of ``stream`` read through a pull consumer, in batches: (sequence,
+    subject, payload, headers, stored time in ns). For streams too long for :func:`stored`."""
+    js = nc.jetstream()
+    name = "dump_" + str(time.monotonic_ns())
+    await js.add_consumer(stream, ConsumerConfig(durable_name=name, ack_policy=AckPolicy.NONE))
+    pending = (await js.consumer_info(stream, name)).num_pending
+    sub = await js.pull_subscribe_bind(name, stream)
+    out = []
+    try:
+        while len(out) < pending:
+            for msg in await sub.fetch(1000, timeout=5):
+                meta = msg.metadata
+                stamp = meta.timestamp
+                out.append(
+                    (
+                        meta.sequence.stream,
+                        msg.subject,
+                        msg.data,
+                        dict(msg.headers or {}),
+                        int(stamp.timestamp() * 1_000_000) if stamp else 0,
+                    )
+                )
+    finally:
+        await sub.unsubscribe()
+        await js.delete_consumer(stream, name)
     return out
 
 

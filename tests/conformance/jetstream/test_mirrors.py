@@ -20,7 +20,7 @@ from nats.js.api import ExternalStream, StreamConfig, StreamSource, SubjectTrans
 from nats.js.errors import BadRequestError, NoStreamResponseError
 
 from headwater.testing import ServerProcess
-from support.replication import api, info, stored, times, wait_last_seq
+from support.replication import api, eventually, fetched, info, stored, times, wait_last_seq
 
 
 async def _fill(nc: Client, stream: str, prefix: str, count: int, start: int = 0) -> None:
@@ -65,6 +65,72 @@ async def test_mirror_catches_up_then_follows_with_origin_sequences(
     assert (block["name"], block["lag"]) == (origin, 0)
     assert 0 <= block["active"] < 5_000_000_000
     assert "subjects" not in body["config"]
+
+
+@pytest.mark.parametrize("storage", ["file", "memory"])
+async def test_mirror_of_thousands_while_the_origin_is_written(nc: Client, storage: str) -> None:
+    """A mirror created on a long origin (several read batches, mostly plain messages, some
+    with headers, gaps at batch edges) while the origin keeps taking messages ends with
+    exactly the origin's messages, sequences and times."""
+    js = nc.jetstream()
+    origin, mirror, prefix = f"BO_{storage}", f"BM_{storage}", f"bo{storage}"
+    await js.add_stream(name=origin, subjects=[f"{prefix}.>"], storage=storage)
+    for i in range(5000):
+        await nc.publish(
+            f"{prefix}.{i % 5}", b"p%d" % i, headers={"H": str(i)} if i % 97 == 0 else None
+        )
+    await nc.flush()
+    await wait_last_seq(nc, origin, 5000)
+    for seq in (1, 2, 700, 2048, 2049, 4097, 4999):
+        await js.delete_msg(origin, seq)
+
+    async def writer() -> None:
+        for i in range(300):
+            await js.publish(f"{prefix}.w", b"w%d" % i, headers={"W": "1"} if i % 3 == 0 else None)
+
+    task = asyncio.create_task(writer())
+    await js.add_stream(
+        StreamConfig(name=mirror, storage=storage, mirror=StreamSource(name=origin))
+    )
+    await task
+    await wait_last_seq(nc, mirror, 5300, timeout=30)
+    rows = await fetched(nc, mirror)
+    assert rows == await fetched(nc, origin)
+    assert len(rows) == 5293 and rows[0][0] == 3
+    mirror_state = (await info(nc, mirror))["state"]
+    origin_state = (await info(nc, origin))["state"]
+    keys = ("messages", "bytes", "first_seq", "last_seq", "first_ts", "last_ts")
+    assert {k: mirror_state[k] for k in keys} == {k: origin_state[k] for k in keys}
+
+
+@pytest.mark.parametrize("retention", ["interest", "workqueue"])
+async def test_mirror_of_an_interest_or_work_queue_origin(nc: Client, retention: str) -> None:
+    """On interest and work-queue origins the mirror's consumer is a consumer like any other:
+    a work queue hands its messages to the mirror, an interest stream keeps them for its other
+    consumer, and both count the mirror's consumer in ``consumer_count``."""
+    js = nc.jetstream()
+    origin, mirror = f"RO_{retention}", f"RM_{retention}"
+    await js.add_stream(name=origin, subjects=[f"ro{retention}.>"], retention=retention)
+    if retention == "interest":
+        await js.add_consumer(origin, durable_name="OTHER")
+    for i in range(5):
+        await js.publish(f"ro{retention}.{i}", b"r%d" % i)
+    await js.add_stream(StreamConfig(name=mirror, mirror=StreamSource(name=origin)))
+    await wait_last_seq(nc, mirror, 5)
+    await eventually(lambda: _following(nc, mirror), what="the mirror's consumer")
+    assert [r[0] for r in await stored(nc, mirror)] == [1, 2, 3, 4, 5]
+    kept = 5 if retention == "interest" else 0
+
+    async def settled() -> bool:
+        state = (await info(nc, origin))["state"]
+        return (state["messages"], state["consumer_count"]) == (kept, 1 + (kept > 0))
+
+    await eventually(settled, what=f"the {retention} origin's state")
+
+
+async def _following(nc: Client, mirror: str) -> bool:
+    """The mirror's consumer exists (STREAM.INFO reports activity)."""
+    return (await info(nc, mirror)).get("mirror", {}).get("active", -1) >= 0
 
 
 async def test_mirror_filter_keeps_origin_sequences(nc: Client) -> None:

@@ -181,6 +181,19 @@ def test_bit_flip_detected_on_read(tmp_path: Path) -> None:
     store.check()
 
 
+def test_bit_flip_detected_by_batch_read(tmp_path: Path) -> None:
+    store = filled(tmp_path)
+    victim = 77
+    store._blocks.flush()
+    store._recent.clear()
+    _flip_in_record(tmp_path, Path(store._blocks.block_for(victim).path), victim, store)
+    got = store.load_next_batch(">", 1, 1000, 1 << 20)
+    assert [m.seq for m in got] == [s for s in range(1, 201) if s != victim]
+    assert got[victim - 1].data == b"payload-%05d" % victim  # the one after it, intact
+    assert store.recovery_report.corrupt_seqs == [victim]
+    store.check()
+
+
 def test_recent_messages_are_served_from_memory_within_the_bound(tmp_path: Path) -> None:
     store = FileStore(cfg(tmp_path, block_size=1 << 20))
     big = b"x" * (1 << 20)

@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from headwater.server.routing.subjects import subject_matches
@@ -25,7 +27,7 @@ from headwater.server.store import (
     open_store,
     seqindex,
 )
-from headwater.server.store.base import file_msg_size, memory_msg_size
+from headwater.server.store.base import StoredMsg, file_msg_size, memory_msg_size
 
 MakeStore = Callable[..., StreamStore]
 SUBJECTS = ["a.1", "a.2", "a.3", "b.1", "b.2", "c", "a.1.x"]
@@ -90,12 +92,21 @@ class Model:
         self.msgs[seq] = (subj, hdr, data, ts, ttl)
         self.last = seq
         self._fix_first()
-        self.enforce()
+        self.enforce(subj)
 
-    def enforce(self) -> None:
+    def store_raw(self, seq: int, ts: int, subj: str, hdr: bytes, data: bytes) -> None:
+        """A restored or mirrored message: its own sequence, no limits applied."""
+        assert seq > self.last
+        self.msgs[seq] = (subj, hdr, data, ts, 0)
+        self.last = seq
+        self._fix_first()
+
+    def enforce(self, subject: str | None = None) -> None:
+        """Apply the limits; an append only trims its own subject to the per-subject limit
+        (others can be over it after a raw append, which applies no limits)."""
         lim = self.limits
         if lim.max_msgs_per_subject > 0:
-            for subj in {m[0] for m in self.msgs.values()}:
+            for subj in {m[0] for m in self.msgs.values()} if subject is None else {subject}:
                 mine = self.of(subj)
                 for s in mine[: max(0, len(mine) - lim.max_msgs_per_subject)]:
                     self.remove(s)
@@ -190,6 +201,7 @@ def compare(store: StreamStore, model: Model, rng: random.Random) -> None:
             subj, hdr, data, ts, _ = model.msgs[msg.seq]
             assert (msg.subject, msg.hdr, msg.data, msg.ts) == (subj, hdr, data, ts)
         assert store.num_pending(filter, start) == len(after)
+        compare_batch(store, model, rng, filter, start, after)
         lps = {model.msgs[s][0] for s in match if s >= start}
         last_per = {model.msgs[s][0]: s for s in match}
         assert store.num_pending(filter, start, last_per_subject=True) == sum(
@@ -201,6 +213,26 @@ def compare(store: StreamStore, model: Model, rng: random.Random) -> None:
         last = store.load_last(filter)
         assert (last.seq if last else None) == (match[-1] if match else None)
         assert store.subjects_last(filter) == last_per
+
+
+def compare_batch(
+    store: StreamStore, model: Model, rng: random.Random, filter: str, start: int, after: list[int]
+) -> None:
+    """``load_next_batch`` returns what successive ``load_next`` calls would, within its caps."""
+    recent = getattr(store, "_recent", None)
+    if recent is not None and rng.random() < 0.5:
+        recent.clear()  # read from the blocks, not from the file store's memory of them
+    limit = rng.randint(1, 8)
+    max_bytes = rng.choice([1, 25, 80, 1 << 20])
+    want, size = [], 0
+    for seq in after:
+        if len(want) >= limit or size >= max_bytes:
+            break
+        subj, hdr, data, ts, _ = model.msgs[seq]
+        want.append((subj, seq, hdr, data, ts))
+        size += len(hdr) + len(data)
+    got = store.load_next_batch(filter, start, limit, max_bytes)
+    assert [(m.subject, m.seq, m.hdr, m.data, m.ts) for m in got] == want, (filter, start)
 
 
 LIMIT_CHOICES = [
@@ -309,3 +341,31 @@ def random_step(
         n = rng.randint(1, 4)
         store.skip_msgs(model.last + 1, n)
         model.skip(n)
+    elif op < 0.93:
+        raw_batch(store, model, rng, stamps)
+
+
+def raw_batch(store: StreamStore, model: Model, rng: random.Random, stamps: list[int]) -> None:
+    """``store_raw_batch`` with gaps between sequences; sometimes one message out of order,
+    which must refuse the whole batch and leave the store as it was."""
+    seq = model.last
+    ts = max(max(stamps), time.time_ns())
+    batch = []
+    for _ in range(rng.randint(1, 6)):
+        seq += rng.choice([1, 1, 1, 2, 5])
+        ts += rng.choice([0, 1000])
+        hdr = rng.choice([b"", b"NATS/1.0\r\nK: v\r\n\r\n"])
+        data = bytes(rng.randrange(256) for _ in range(rng.randint(0, 30)))
+        batch.append(StoredMsg(rng.choice(SUBJECTS), seq, hdr, data, ts))
+    if rng.random() < 0.2:
+        i = rng.randrange(len(batch))
+        bad = batch[i]
+        wrong = {"seq": model.last} if rng.random() < 0.5 else {"ts": stamps[0] if i == 0 else 0}
+        batch[i] = msgspec.structs.replace(bad, **wrong)
+        with pytest.raises(StoreError):
+            store.store_raw_batch(batch)
+        return
+    store.store_raw_batch(batch)
+    for m in batch:
+        model.store_raw(m.seq, m.ts, m.subject, m.hdr, m.data)
+        stamps.append(m.ts)

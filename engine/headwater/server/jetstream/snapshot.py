@@ -374,7 +374,7 @@ class SnapshotApi:
         self.spawn(self._run(sender))
         return {
             "config": config_to_json(stream.config),
-            "state": state_json(state, consumer_count=len(stream.public_consumers())),
+            "state": state_json(state, consumer_count=stream.consumer_count()),
         }
 
     async def _run(self, sender: SnapshotSender) -> None:
@@ -382,7 +382,7 @@ class SnapshotApi:
         await asyncio.sleep(0)
         name = sender.stream.name
         state = state_json(
-            sender.stream.state(), consumer_count=len(sender.stream.public_consumers())
+            sender.stream.state(), consumer_count=sender.stream.consumer_count()
         )
         publish_advisory(self.service, "SNAPSHOT_CREATE", name, state=state)
         began = time.time_ns()

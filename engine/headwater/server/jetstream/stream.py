@@ -126,6 +126,14 @@ class Stream:
         sources run here, which nats-server leaves out of listings, counts and limits."""
         return [c for c in self.consumers.values() if not getattr(c.config, "direct", False)]
 
+    def consumer_count(self) -> int:
+        """``state.consumer_count``: the public consumers, and on interest and work-queue
+        streams also the direct ones, whose deliveries release messages there (nats-server
+        counts what its store tracks, and it tracks those)."""
+        if self.config.retention != "limits":
+            return len(self.consumers)
+        return len(self.public_consumers())
+
     def start(self) -> None:
         """Subscribe, expire what is already too old, arm the expiry timer."""
         if self.config.subject_delete_marker_ttl > 0:

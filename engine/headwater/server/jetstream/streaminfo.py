@@ -59,7 +59,7 @@ def info_plain(stream: Stream) -> dict[str, Any]:
     return {
         "config": config_to_json(stream.config),
         "created": rfc3339(stream.created_ns),
-        "state": state_json(stream.state(), consumer_count=len(stream.public_consumers())),
+        "state": state_json(stream.state(), consumer_count=stream.consumer_count()),
         **replication_info(stream),
         "ts": rfc3339(time.time_ns()),
     }
@@ -70,7 +70,7 @@ def info_for_list(stream: Stream) -> dict[str, Any]:
     return {
         "config": config_to_json(stream.config, dynamic_metadata=False),
         "created": rfc3339(stream.created_ns),
-        "state": state_json(stream.state(), consumer_count=len(stream.public_consumers())),
+        "state": state_json(stream.state(), consumer_count=stream.consumer_count()),
         **replication_info(stream),
         "ts": rfc3339(time.time_ns()),
     }
@@ -109,7 +109,7 @@ def info_for_request(
             state,
             subjects,
             state.deleted if deleted_details else None,
-            consumer_count=len(stream.public_consumers()),
+            consumer_count=stream.consumer_count(),
         ),
     }
     if domain:

@@ -9,7 +9,7 @@ clients' tests that assert stream state pass unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
@@ -270,6 +270,12 @@ class StreamStore(Protocol):
         skipped before ``seq`` become deleted ones. No discard limit is applied, since the
         stream is rebuilt as it was. ``seq`` must be past ``last_seq`` and ``ts`` no earlier
         than the last message's, else ``StoreError``."""
+        ...
+
+    def store_raw_batch(self, msgs: Sequence[StoredMsg]) -> None:
+        """``store_raw_msg`` for each of ``msgs`` (none with a TTL) in one call: what a mirror
+        catching up stores. Everything is checked before anything is stored, so a
+        ``StoreError`` leaves the store as it was."""
         ...
 
     async def durable(self) -> None:

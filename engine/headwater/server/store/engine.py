@@ -18,6 +18,8 @@ from __future__ import annotations
 import heapq
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 from headwater.server.store.base import (
@@ -80,6 +82,14 @@ class IndexedStore(ABC):
         self, seq: int, subject: str, hdr: bytes, data: bytes, ts: int, ttl: int, size: int
     ) -> Any:
         """Persist a new message (``size`` = its accounted bytes); returns its index ``loc``."""
+
+    def _write_run(self, msgs: Sequence[StoredMsg], sizes: list[int]) -> list[Any]:
+        """Persist consecutive messages (no TTLs); returns their ``loc``s. Stores with a
+        cheaper bulk write override this."""
+        return [
+            self._write(m.seq, m.subject, m.hdr, m.data, m.ts, 0, size)
+            for m, size in zip(msgs, sizes, strict=True)
+        ]
 
     @abstractmethod
     def _read(self, seq: int, loc: Any) -> StoredMsg | None:
@@ -184,6 +194,42 @@ class IndexedStore(ABC):
             idx.skip(seq - idx.last - 1, self._last_ts)
             self._floor()
         self._append(seq, subject, hdr, data, ts, ttl_ns, size)
+        self._after_write()
+
+    def store_raw_batch(self, msgs: Sequence[StoredMsg]) -> None:
+        self._check_open()
+        if not msgs:
+            return
+        idx = self._idx
+        last_seq, last_ts = idx.last, self._last_ts
+        runs: list[int] = []
+        """Where each run of consecutive sequences starts (gaps become deleted ones)."""
+        for i, m in enumerate(msgs):
+            if m.seq <= last_seq:
+                raise StoreError(f"restored message {m.seq} is not after {last_seq}")
+            if m.ts < last_ts:
+                raise StoreError(f"restored message {m.seq} is older than the one before it")
+            if m.seq != last_seq + 1 or i == 0:
+                runs.append(i)
+            last_seq, last_ts = m.seq, m.ts
+        msg_size = self._msg_size
+        sizes = [msg_size(m.subject, m.hdr, m.data) for m in msgs]
+        total = sum(sizes)
+        budget = self._budget
+        if budget is not None and not budget.fits(total):
+            raise StorageFull()
+        runs.append(len(msgs))
+        for a, b in pairwise(runs):
+            first = msgs[a].seq
+            if first > idx.last + 1:
+                idx.skip(first - idx.last - 1, self._last_ts)
+                self._floor()
+            run = msgs[a:b]
+            locs = self._write_run(run, sizes[a:b])
+            idx.extend(run, sizes[a:b], locs)
+            self._last_ts = run[-1].ts
+        if budget is not None:
+            budget.used += total
         self._after_write()
 
     def _enforce_old(self) -> None:

@@ -18,9 +18,13 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections import Counter
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from headwater.server.store.subjects import FIRST_STALE, LAST_STALE, SubjectTable
+
+if TYPE_CHECKING:
+    from headwater.server.store.base import StoredMsg
 
 DEAD = 0xFFFFFFFF
 """Subject id of a removed (or skipped) slot; never a real id."""
@@ -88,6 +92,52 @@ class SeqIndex:
         self.last = seq
         self.msgs += 1
         self.bytes += size
+
+    def extend(self, msgs: Sequence[StoredMsg], sizes: list[int], locs: list[Any]) -> None:
+        """``append`` for consecutive messages (the first must be ``last + 1``), in bulk."""
+        n = len(msgs)
+        first = msgs[0].seq
+        assert first == self.last + 1 and msgs[-1].seq == first + n - 1, "not consecutive"
+        if self.msgs == 0:
+            self._reset_arrays(first)
+            self.first = first
+        st = self.subjects
+        intern = st.intern
+        sids = array("I", bytes(4 * n))
+        added: dict[int, int] = {}
+        """subject id -> messages added (dicts keep first-seen order)."""
+        subject, x = None, 0
+        for i, m in enumerate(msgs):
+            if m.subject != subject:
+                subject = m.subject
+                x = intern(subject, m.seq)
+                if x not in added and st.count[x] == 0:
+                    st.first[x] = m.seq
+                    st.flags[x] = 0
+                added[x] = added.get(x, 0) + 1
+            else:
+                added[x] += 1
+            sids[i] = x
+        for x, k in added.items():
+            st.count[x] += k
+        # Each subject's last message is the last one of the batch holding it.
+        seen: set[int] = set()
+        for i in range(n - 1, -1, -1):
+            x = sids[i]
+            if x not in seen:
+                seen.add(x)
+                st.last[x] = first + i
+                st.flags[x] &= ~LAST_STALE
+                if len(seen) == len(added):
+                    break
+        self.live.extend(b"\x01" * n)
+        self.sid.extend(sids)
+        self.ts.extend(array("q", [m.ts for m in msgs]))
+        self.size.extend(array("I", sizes))
+        self.loc.extend(locs)
+        self.last = first + n - 1
+        self.msgs += n
+        self.bytes += sum(sizes)
 
     def remove(self, seq: int) -> tuple[str, int, Any] | None:
         """Remove ``seq``; returns ``(subject, size, loc)`` or None when it was not live."""

@@ -4,6 +4,8 @@ An :class:`OriginLink` does what nats-server's ``setupMirrorConsumer`` /
 ``trySetupSourceConsumer`` and their message loops do, minus the storing (its owner, a
 mirror or a source, does that):
 
+* when the origin is a limits stream of this server, it first copies what the origin holds
+  straight from its store (:mod:`.catchup`), then goes on as below from where that ended;
 * it creates an ack-none, flow-controlled push consumer on the origin **through the JetStream
   API subject** (under ``external.api`` when set), so an origin behind another prefix is
   reached the same way as a local one;
@@ -35,9 +37,12 @@ from headwater.server.protocol import headers
 from headwater.server.subscription import Subscription
 
 from . import wire
+from .catchup import LocalOrigin, copy_in_place, readable_in_place
 
 if TYPE_CHECKING:
     from headwater.server.connections.internal import InternalClient
+    from headwater.server.jetstream.stream import Stream
+    from headwater.server.store.base import StoredMsg
 
 __all__ = ["LinkOwner", "OriginLink"]
 
@@ -79,12 +84,24 @@ class LinkOwner(Protocol):
         """Process one delivery; False asks the link to recreate the consumer."""
         ...
 
+    def on_copied(self, batch: list[StoredMsg], after: int) -> bool:
+        """Process messages read from a local origin's store (see :mod:`.catchup`), as
+        deliveries of them would be; ``after`` origin messages follow. False stops the copy."""
+        ...
+
 
 class OriginLink:
     def __init__(
-        self, client: InternalClient, source: StreamSource, kind: str, owner: LinkOwner
+        self,
+        client: InternalClient,
+        source: StreamSource,
+        kind: str,
+        owner: LinkOwner,
+        local: LocalOrigin | None = None,
     ) -> None:
         self.client = client
+        self.local = local
+        """Finds an origin on this server, for the in-place catch-up."""
         self.source = source
         self.kind = kind
         """``M`` (mirror) or ``S`` (source): the deliver subject's token."""
@@ -106,6 +123,7 @@ class OriginLink:
         self._timeout: asyncio.TimerHandle | None = None
         self._health: asyncio.TimerHandle | None = None
         self._created = False
+        self._catchup: asyncio.Task[None] | None = None
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -146,6 +164,28 @@ class OriginLink:
         if self.closed:
             return
         self._cancel_consumer()
+        origin = self.local(self.source.name) if self.local is not None else None
+        if origin is not None and readable_in_place(self.source, origin):
+            self._catchup = asyncio.get_running_loop().create_task(self._copy(origin))
+            return
+        self._create_consumer()
+
+    async def _copy(self, origin: Stream) -> None:
+        """Catch up in place, then follow the origin through a consumer from there."""
+        try:
+            await copy_in_place(origin, self.source, self.owner, self._copied)
+        except Exception:
+            # The consumer path is always correct: fall back to it on anything unexpected.
+            log.exception("in-place catch-up from '%s' failed", self.source.name)
+        self._catchup = None
+        if not self.closed:
+            self._create_consumer()
+
+    def _copied(self) -> None:
+        self.error = None
+        self.last_ns = self._alive_ns = time.time_ns()
+
+    def _create_consumer(self) -> None:
         self._requested = time.monotonic()
         self._alive_ns = time.time_ns()
         self.owner.reset_tracking()
@@ -216,6 +256,9 @@ class OriginLink:
         consumer; deleting it at once frees the origin sooner and costs one message.
         """
         self._drop_request()
+        if self._catchup is not None:
+            self._catchup.cancel()
+            self._catchup = None
         if self._deliver_sub is not None:
             self.client.unsubscribe(self._deliver_sub)
             self._deliver_sub = None
@@ -284,6 +327,6 @@ class OriginLink:
 
     def active_ns(self) -> int:
         """Nanoseconds since the last sign of life of the consumer; -1 when there is none."""
-        if not self._created or not self.last_ns:
+        if not (self._created or self._catchup is not None) or not self.last_ns:
             return -1
         return max(time.time_ns() - self.last_ns, 0)

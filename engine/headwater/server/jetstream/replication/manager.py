@@ -30,15 +30,19 @@ class ReplicationManager:
         origin = self.service.streams.get(name)
         return stream_identity(name, origin.created_ns) if origin is not None else ""
 
+    def local_origin(self, name: str) -> Stream | None:
+        """Origin ``name`` when it is a stream of this server."""
+        return self.service.streams.get(name)
+
     def attach(self, stream: Stream) -> None:
         client = self.service.client
         assert client is not None
         cfg = stream.config
         runner: Mirror | Sources | None = None
         if cfg.mirror is not None:
-            runner = Mirror(stream, client)
+            runner = Mirror(stream, client, self.local_origin)
         elif cfg.sources:
-            runner = Sources(stream, client, self.identity)
+            runner = Sources(stream, client, self.identity, self.local_origin)
         stream.replication = runner
         if runner is not None:
             runner.start()

@@ -16,9 +16,10 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from headwater.server.jetstream.streamconfig import StreamSource
-from headwater.server.store.base import StoreError
+from headwater.server.store.base import StoredMsg, StoreError
 
 from . import wire
+from .catchup import LocalOrigin, copied_info
 from .link import OriginLink
 from .storing import align, keeps_origin_times, store_replicated
 from .transforms import SourceTransforms
@@ -35,7 +36,9 @@ EXPECTED_PREFIX = "Nats-Expected-"
 
 
 class Mirror:
-    def __init__(self, stream: Stream, client: InternalClient) -> None:
+    def __init__(
+        self, stream: Stream, client: InternalClient, local: LocalOrigin | None = None
+    ) -> None:
         source = stream.config.mirror
         assert source is not None
         self.stream = stream
@@ -48,7 +51,7 @@ class Mirror:
         self.last_ts = 0
         """Time of the mirror's last message: an origin time older than it (the mirror was
         written with its own clock) cannot be kept."""
-        self.link = OriginLink(client, source, "M", self)
+        self.link = OriginLink(client, source, "M", self, local)
 
     def start(self) -> None:
         self.link.start()
@@ -104,6 +107,56 @@ class Mirror:
                 "Error processing inbound mirror message for '$G' > '%s': %s", stream.name, exc
             )
         return True
+
+    def on_copied(self, batch: list[StoredMsg], after: int) -> bool:
+        """Plain messages (no headers, kept as the origin has them) are stored a run at a
+        time; everything else goes through :meth:`on_message`, in order."""
+        stream = self.stream
+        if not stream.active:
+            return True
+        plain = (
+            keeps_origin_times(stream)
+            and not self.transforms
+            and stream.republish_transform is None
+        )
+        run: list[StoredMsg] = []
+        left = len(batch)
+        for msg in batch:
+            left -= 1
+            if plain and not msg.hdr and msg.seq > self.sseq and msg.ts >= self.last_ts:
+                run.append(msg)
+                self.sseq, self.last_ts = msg.seq, msg.ts
+                self.dseq += 1
+                continue
+            self._store_run(run)
+            run = []
+            if not self.on_message(
+                msg.subject, msg.hdr, msg.data, copied_info(self, msg, after + left)
+            ):
+                return False
+        self._store_run(run)
+        self.lag = after
+        return True
+
+    def _store_run(self, run: list[StoredMsg]) -> None:
+        """Store ``run`` as :func:`store_replicated` stores each message: without headers
+        there is no TTL, marker or rollup, and :meth:`on_copied` sends republishing
+        streams one by one, so what remains is the bookkeeping and waking consumers."""
+        if not run:
+            return
+        stream = self.stream
+        try:
+            stream.store.store_raw_batch(run)
+        except StoreError as exc:
+            log.warning(
+                "Error processing inbound mirror message for '$G' > '%s': %s", stream.name, exc
+            )
+            return
+        last = run[-1]
+        stream.stored(last.seq, last.ts, "", 0)
+        if stream.hungry:
+            for subject in {m.subject for m in run}:
+                stream.signal_consumers(subject)
 
     # --- reports -------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from headwater.server.jetstream.wire import rfc3339, with_headers
 from headwater.server.protocol import headers
 
 from . import wire
+from .catchup import LocalOrigin, one_by_one
 from .link import OriginLink
 from .mirror import EXPECTED_PREFIX, source_info
 from .transforms import SourceTransforms
@@ -27,6 +28,7 @@ from .transforms import SourceTransforms
 if TYPE_CHECKING:
     from headwater.server.connections.internal import InternalClient
     from headwater.server.jetstream.stream import Stream
+    from headwater.server.store.base import StoredMsg
 
 __all__ = ["Source", "Sources", "recover_positions"]
 
@@ -40,7 +42,12 @@ class Source:
     """One configured source of a stream."""
 
     def __init__(
-        self, stream: Stream, client: InternalClient, source: StreamSource, identity: Identity
+        self,
+        stream: Stream,
+        client: InternalClient,
+        source: StreamSource,
+        identity: Identity,
+        local: LocalOrigin | None = None,
     ) -> None:
         self.stream = stream
         self.source = source
@@ -52,7 +59,7 @@ class Source:
         """Origin sequence of the last message taken from this source."""
         self.dseq = 0
         self.lag = 0
-        self.link = OriginLink(client, source, "S", self)
+        self.link = OriginLink(client, source, "S", self, local)
 
     # --- LinkOwner -----------------------------------------------------------------------
 
@@ -93,6 +100,9 @@ class Source:
         hdr = with_headers(hdr, [(wire.SOURCE_HEADER, value)])
         publish.process(self.stream, self.transforms.apply(subject), "", hdr, payload)
         return True
+
+    def on_copied(self, batch: list[StoredMsg], after: int) -> bool:
+        return one_by_one(self, batch, after)
 
     def info(self) -> dict[str, Any]:
         return source_info(self.source, self.lag, self.link, self.sseq)
@@ -136,9 +146,15 @@ def recover_positions(stream: Stream, sources: list[Source]) -> None:
 class Sources:
     """All sources of one stream."""
 
-    def __init__(self, stream: Stream, client: InternalClient, identity: Identity) -> None:
+    def __init__(
+        self,
+        stream: Stream,
+        client: InternalClient,
+        identity: Identity,
+        local: LocalOrigin | None = None,
+    ) -> None:
         self.stream = stream
-        self.items = [Source(stream, client, s, identity) for s in stream.config.sources]
+        self.items = [Source(stream, client, s, identity, local) for s in stream.config.sources]
 
     def start(self) -> None:
         recover_positions(self.stream, self.items)
