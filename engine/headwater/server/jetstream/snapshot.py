@@ -381,9 +381,7 @@ class SnapshotApi:
         # Let the API reply go out before the first chunk, as the client expects.
         await asyncio.sleep(0)
         name = sender.stream.name
-        state = state_json(
-            sender.stream.state(), consumer_count=sender.stream.consumer_count()
-        )
+        state = state_json(sender.stream.state(), consumer_count=sender.stream.consumer_count())
         publish_advisory(self.service, "SNAPSHOT_CREATE", name, state=state)
         began = time.time_ns()
         log.info("Starting snapshot for stream '$G > %s'", name)
