@@ -1,6 +1,6 @@
 """Mirror catch-up: how fast a new mirror copies a stream that already holds N messages.
 
-    python bench/mirror_bench.py [--quick] [--msgs N]
+    python bench/mirror_bench.py [--quick] [--msgs N] [--through-consumer]
 
 For each server (headwater-server, then nats-server, same run): fill a file stream with N
 16-byte messages, create a mirror of it, and time from the create request until the mirror
@@ -8,6 +8,11 @@ holds all N. Both servers use file storage with periodic sync (``sync_interval: 
 nats-server's default), so the rows compare like with like. Default N is 1,000,000;
 ``--quick`` uses 100,000. Figures are printed, never asserted (issue 5's target: at least
 50% of nats-server's rate).
+
+Headwater copies an origin of the same server straight from its store before it follows it
+through a consumer; ``--through-consumer`` names the origin through ``external.api:
+$JS.API`` instead, which both servers reach through the consumer, to measure the path a
+remote origin takes.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import js_config
 import nats
 from js_config import INTERVAL
 from nats.aio.client import Client
-from nats.js.api import StorageType, StreamConfig, StreamSource
+from nats.js.api import ExternalStream, StorageType, StreamConfig, StreamSource
 from servers import KINDS, LABELS, running
 
 SIZE = 16
@@ -50,16 +55,16 @@ async def fill(nc: Client, name: str, subject: str, msgs: int) -> None:
             have = await _count(nc, name)
 
 
-async def catch_up(url: str, msgs: int) -> float:
+async def catch_up(url: str, msgs: int, through_consumer: bool) -> float:
     """Seconds from the mirror's creation until it holds ``msgs`` messages."""
     nc = await nats.connect(url, allow_reconnect=False, pending_size=256 * 1024 * 1024)
     try:
         await fill(nc, "ORIGIN", "origin.data", msgs)
         js = nc.jetstream()
         began = time.perf_counter()
-        await js.add_stream(
-            StreamConfig(name="MIRROR", storage=StorageType.FILE, mirror=StreamSource("ORIGIN"))
-        )
+        external = ExternalStream(api="$JS.API") if through_consumer else None
+        source = StreamSource("ORIGIN", external=external)
+        await js.add_stream(StreamConfig(name="MIRROR", storage=StorageType.FILE, mirror=source))
         while await _count(nc, "MIRROR") < msgs:
             await asyncio.sleep(0.02)
         return time.perf_counter() - began
@@ -71,16 +76,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="100,000 messages instead of 1M")
     parser.add_argument("--msgs", type=int, help="messages in the origin stream")
+    parser.add_argument(
+        "--through-consumer",
+        action="store_true",
+        help="reach the origin through external.api (the consumer path of remote origins)",
+    )
     args = parser.parse_args(argv)
     msgs = args.msgs or (100_000 if args.quick else 1_000_000)
     rates: dict[str, float] = {}
     with js_config.js_args(dict.fromkeys(KINDS, INTERVAL)) as per_kind:
         for kind in KINDS:
             with running(kind, per_kind[kind]) as server:
-                seconds = asyncio.run(catch_up(server.url, msgs))
+                seconds = asyncio.run(catch_up(server.url, msgs, args.through_consumer))
             rates[kind] = msgs / seconds
+            how = " through a consumer" if args.through_consumer else ""
             print(
-                f"{LABELS[kind]:<12} mirror catch-up of {msgs:,} msgs: {seconds:7.2f}s "
+                f"{LABELS[kind]:<12} mirror catch-up{how} of {msgs:,} msgs: {seconds:7.2f}s "
                 f"= {rates[kind]:>10,.0f} msgs/s",
                 flush=True,
             )

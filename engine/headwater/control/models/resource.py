@@ -7,6 +7,7 @@ server would fill already filled, so a live config and a desired one compare fie
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
@@ -30,26 +31,31 @@ class ResourceKey:
 
 
 class ResourceSpec(ControlFields):
+    """The base of every kind. Abstract: pydantic's model metaclass is an ``ABCMeta``, so a
+    kind that leaves one of the abstract methods out cannot be instantiated."""
+
     KIND: ClassVar[str]
     DURATION_FIELDS: ClassVar[frozenset[str]] = frozenset()
     SIZE_FIELDS: ClassVar[frozenset[str]] = frozenset()
     COUNT_FIELDS: ClassVar[frozenset[str]] = frozenset()
 
     @property
+    @abstractmethod
     def server_name(self) -> str:
-        raise NotImplementedError
+        """The resource's name on the server."""
 
     @property
     def key(self) -> ResourceKey:
         return ResourceKey(self.KIND, self.server_name)
 
+    @abstractmethod
     def to_server_config(self, *, control: bool = True, **context: Any) -> dict[str, Any]:
         """The server's JSON config; ``control`` adds the ownership metadata apply writes."""
-        raise NotImplementedError
 
     @classmethod
+    @abstractmethod
     def from_server_config(cls, config: Mapping[str, Any], **context: Any) -> Self:
-        raise NotImplementedError
+        """The spec a server config describes (what export and drift read back)."""
 
     def request_config(self) -> dict[str, Any]:
         """The config a create or update request sends (with the ownership metadata)."""

@@ -50,8 +50,9 @@ _OPTIONAL_FALSE = (
 )
 
 
-class StreamFields(ResourceSpec):
-    """Every StreamConfig field but ``name``; shared by Stream and StreamTemplate's config."""
+class StreamFields(ControlFields):
+    """Every StreamConfig field but ``name``; shared by Stream and StreamTemplate's config
+    (which is not a resource of its own, so this is not a ``ResourceSpec``)."""
 
     EXTRA_ALIASES: ClassVar = {
         "replicas": "num_replicas",
@@ -276,7 +277,7 @@ class StreamRestore(SpecModel):
     )
 
 
-class Stream(StreamFields):
+class Stream(StreamFields, ResourceSpec):
     """A JetStream stream."""
 
     KIND: ClassVar[str] = "Stream"
