@@ -22,20 +22,25 @@ INTERVAL = '"2m"'
 ALWAYS = "always"
 
 
-def config_text(store_dir: Path, sync: str | None) -> str:
-    """A config on 127.0.0.1 with an ephemeral port and JetStream in ``store_dir``."""
+def config_text(store_dir: Path, sync: str | None, domain: str = "") -> str:
+    """A config on 127.0.0.1 with an ephemeral port and JetStream in ``store_dir`` (in the
+    JetStream ``domain`` when one is given)."""
     sync_line = "" if sync is None else f"  sync_interval: {sync}\n"
-    return f'host: 127.0.0.1\nport: -1\njetstream {{\n  store_dir: "{store_dir}"\n{sync_line}}}\n'
+    domain_line = f"  domain: {domain}\n" if domain else ""
+    return (
+        f'host: 127.0.0.1\nport: -1\njetstream {{\n  store_dir: "{store_dir}"\n'
+        f"{sync_line}{domain_line}}}\n"
+    )
 
 
 @contextlib.contextmanager
-def js_args(sync: dict[str, str | None]) -> Iterator[dict[str, list[str]]]:
+def js_args(sync: dict[str, str | None], domain: str = "") -> Iterator[dict[str, list[str]]]:
     """Per-server ``["-c", conf]`` arguments; the configs and stores are removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="js-bench-") as tmp:
         args = {}
         for kind in KINDS:
             conf = Path(tmp) / f"{kind}.conf"
-            conf.write_text(config_text(Path(tmp) / f"{kind}-store", sync[kind]))
+            conf.write_text(config_text(Path(tmp) / f"{kind}-store", sync[kind], domain))
             args[kind] = ["-c", str(conf)]
         yield args
 

@@ -10,9 +10,11 @@ nats-server's default), so the rows compare like with like. Default N is 1,000,0
 50% of nats-server's rate).
 
 Headwater copies an origin of the same server straight from its store before it follows it
-through a consumer; ``--through-consumer`` names the origin through ``external.api:
-$JS.API`` instead, which both servers reach through the consumer, to measure the path a
-remote origin takes.
+through a consumer; ``--through-consumer`` runs headwater in JetStream domain ``hub`` and
+names the origin through ``external.api: $JS.hub.API``, which it reaches through the
+consumer: the path a remote origin takes. nats-server always mirrors through a consumer, so
+its row is its ordinary mirror (it serves a domain's API prefix to leaf nodes, not to its
+own account).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from nats.js.api import ExternalStream, StorageType, StreamConfig, StreamSource
 from servers import KINDS, LABELS, running
 
 SIZE = 16
+DOMAIN = "hub"
 CHUNK = 5_000
 """Plain publishes per flush while filling (untimed)."""
 
@@ -55,14 +58,14 @@ async def fill(nc: Client, name: str, subject: str, msgs: int) -> None:
             have = await _count(nc, name)
 
 
-async def catch_up(url: str, msgs: int, through_consumer: bool) -> float:
+async def catch_up(url: str, msgs: int, api: str) -> float:
     """Seconds from the mirror's creation until it holds ``msgs`` messages."""
     nc = await nats.connect(url, allow_reconnect=False, pending_size=256 * 1024 * 1024)
     try:
         await fill(nc, "ORIGIN", "origin.data", msgs)
         js = nc.jetstream()
         began = time.perf_counter()
-        external = ExternalStream(api="$JS.API") if through_consumer else None
+        external = ExternalStream(api=api) if api else None
         source = StreamSource("ORIGIN", external=external)
         await js.add_stream(StreamConfig(name="MIRROR", storage=StorageType.FILE, mirror=source))
         while await _count(nc, "MIRROR") < msgs:
@@ -84,12 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     msgs = args.msgs or (100_000 if args.quick else 1_000_000)
     rates: dict[str, float] = {}
-    with js_config.js_args(dict.fromkeys(KINDS, INTERVAL)) as per_kind:
+    domain = DOMAIN if args.through_consumer else ""
+    sync = dict.fromkeys(KINDS, INTERVAL)
+    with js_config.js_args(sync) as plain, js_config.js_args(sync, domain) as in_domain:
         for kind in KINDS:
-            with running(kind, per_kind[kind]) as server:
-                seconds = asyncio.run(catch_up(server.url, msgs, args.through_consumer))
+            with running(kind, (in_domain if kind == "headwater" else plain)[kind]) as server:
+                api = f"$JS.{DOMAIN}.API" if domain and kind == "headwater" else ""
+                seconds = asyncio.run(catch_up(server.url, msgs, api))
             rates[kind] = msgs / seconds
-            how = " through a consumer" if args.through_consumer else ""
+            how = " through a consumer" if args.through_consumer and kind == "headwater" else ""
             print(
                 f"{LABELS[kind]:<12} mirror catch-up{how} of {msgs:,} msgs: {seconds:7.2f}s "
                 f"= {rates[kind]:>10,.0f} msgs/s",
