@@ -188,7 +188,7 @@ class _Converter:
                 continue
             names = table[field]
             if len(names) == 1:
-                required.append(field)
+                required.append(names[0])
             else:
                 rules.append({"anyOf": [{"required": [name]} for name in names]})
         if required:

@@ -28,7 +28,8 @@ def spellings(model: type[SpecModel]) -> dict[str, list[str]]:
     """Field -> every accepted spelling, the preferred one first."""
     table: dict[str, list[str]] = {name: [preferred(name)] for name in model.model_fields}
     for name in model.model_fields:
-        if name not in table[name]:
+        # ``from_`` is Python's spelling of the keyword ``from``, not one users write.
+        if name not in table[name] and not name.endswith("_"):
             table[name].append(name)
     for alias, name in model.aliases().items():
         if alias not in table[name]:

@@ -110,6 +110,17 @@ def test_spec_schemas_are_structural() -> None:
                 assert "type" not in rule and "properties" not in rule, f"{kind}{path}"
 
 
+def test_properties_and_requirements_use_names_users_write() -> None:
+    """Python's spellings of keywords (the model's ``from_``) are not offered to users, and
+    every required name is a property."""
+    for kind, schema in spec_schemas():
+        for path, node in walk(schema):
+            properties = node.get("properties") or {}
+            assert not [n for n in properties if n.endswith("_")], f"{kind}{path}"
+            for name in node.get("required", []):
+                assert name in properties, f"{kind}{path}: {name}"
+
+
 def test_defaults_sit_on_one_spelling_and_equal_the_models() -> None:
     for kind, schema in spec_schemas():
         for name, model in all_models(KINDS[kind]).items():
