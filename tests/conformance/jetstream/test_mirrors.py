@@ -380,6 +380,40 @@ async def test_mirror_survives_kill_9_while_origin_is_written(headwater: ServerP
         await nc.close()
 
 
+async def test_mirror_killed_during_its_catch_up_resumes_exactly(headwater: ServerProcess) -> None:
+    """kill -9 while a new mirror copies a long origin in place: after the restart the mirror
+    goes on from what reached its store and ends with exactly the origin's messages."""
+    total = 150_000
+    nc = await nats.connect(headwater.url, allow_reconnect=False, pending_size=64 * 1024 * 1024)
+    js = nc.jetstream()
+    await js.add_stream(name="CO", subjects=["co.>"])
+    for start in range(0, total, 5000):
+        for i in range(start, start + 5000):
+            await nc.publish(
+                f"co.{i % 7}", b"c%d" % i, headers={"I": "x"} if i % 501 == 0 else None
+            )
+        await nc.flush()
+    await wait_last_seq(nc, "CO", total, timeout=60)
+    await js.add_stream(StreamConfig(name="CM", mirror=StreamSource(name="CO")))
+
+    async def copying() -> bool:
+        return (await info(nc, "CM"))["state"]["messages"] > 0
+
+    await eventually(copying, timeout=20, what="the mirror to start copying")
+    headwater.kill()
+    await nc.close()
+
+    headwater.restart()
+    nc = await nats.connect(headwater.url, allow_reconnect=False)
+    try:
+        kept = (await info(nc, "CM"))["state"]["messages"]
+        assert 0 < kept < total, "the kill should land in the middle of the copy"
+        await wait_last_seq(nc, "CM", total, timeout=60)
+        assert await fetched(nc, "CM") == await fetched(nc, "CO")
+    finally:
+        await nc.close()
+
+
 @pytest.mark.slow
 async def test_mirror_recovers_when_its_origin_consumer_vanishes(
     headwater: ServerProcess,
