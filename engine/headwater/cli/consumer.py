@@ -13,50 +13,13 @@ from headwater.cli import configfile, messages, options, output, prompts, views
 from headwater.cli.consumerconfig import ADD_DEFAULTS, ConsumerFlags, merged
 from headwater.cli.context import current
 from headwater.cli.errors import CliError
+from headwater.cli.flaggroup import flag_group
 from headwater.cli.jsapi import JetStreamApi, Json
-from headwater.cli.options import AckPolicy, ReplayPolicy
 from headwater.cli.stream import ConfigFile, Force, JsonOpt, StreamArg, pick_stream
 
 app = typer.Typer(help="Manage and read from consumers.", no_args_is_help=True)
 
 ConsumerArg = Annotated[str | None, typer.Argument(help="Consumer name.", show_default=False)]
-Filter = Annotated[
-    list[str] | None,
-    typer.Option("--filter", help="Only messages on these subjects ('' for all)."),
-]
-AckOpt = Annotated[AckPolicy | None, typer.Option("--ack", help="Acknowledgement policy.")]
-Deliver = Annotated[
-    str | None,
-    typer.Option("--deliver", help="Start: all, last, new, last_per_subject, a sequence, 1h."),
-]
-Pull = Annotated[bool, typer.Option("--pull", help="A pull consumer (the default).")]
-Target = Annotated[str | None, typer.Option("--target", help="Push: the subject to deliver to.")]
-DeliverGroup = Annotated[
-    str | None, typer.Option("--deliver-group", help="Push: queue group of the subscribers.")
-]
-MaxDeliver = Annotated[
-    int | None, typer.Option("--max-deliver", help="Deliveries per message (-1: unlimited).")
-]
-AckWait = Annotated[str | None, typer.Option("--wait", help="Ack wait before redelivery (30s).")]
-Replay = Annotated[ReplayPolicy | None, typer.Option("--replay", help="Replay policy.")]
-Sample = Annotated[int | None, typer.Option("--sample", help="Ack sampling percentage.")]
-MaxPending = Annotated[
-    int | None, typer.Option("--max-pending", help="Most unacknowledged messages.")
-]
-MaxWaiting = Annotated[int | None, typer.Option("--max-waiting", help="Pull: most waiting pulls.")]
-Heartbeat = Annotated[
-    str | None, typer.Option("--heartbeat", help="Push: idle heartbeat interval.")
-]
-FlowControl = Annotated[
-    bool | None, typer.Option("--flow-control/--no-flow-control", help="Push: flow control.")
-]
-HeadersOnly = Annotated[
-    bool | None, typer.Option("--headers-only/--no-headers-only", help="Deliver only headers.")
-]
-Inactive = Annotated[
-    str | None, typer.Option("--inactive-threshold", help="Delete after this long idle.")
-]
-Description = Annotated[str | None, typer.Option("--description", help="Description.")]
 Count = Annotated[int, typer.Option("--count", "-c", help="Messages to receive, then exit.")]
 NoAck = Annotated[bool, typer.Option("--no-ack", help="Do not acknowledge messages.")]
 
@@ -69,37 +32,17 @@ def show_consumer(info: Json, as_json: bool) -> None:
 
 
 @app.command("add")
+@flag_group(ConsumerFlags)
 def add(
     ctx: typer.Context,
     stream: StreamArg = None,
     name: ConsumerArg = None,
-    filters: Filter = None,
-    ack: AckOpt = None,
-    deliver: Deliver = None,
-    pull: Pull = False,
-    target: Target = None,
-    deliver_group: DeliverGroup = None,
-    max_deliver: MaxDeliver = None,
-    ack_wait: AckWait = None,
-    replay: Replay = None,
-    sample: Sample = None,
-    max_pending: MaxPending = None,
-    max_waiting: MaxWaiting = None,
-    heartbeat: Heartbeat = None,
-    flow_control: FlowControl = None,
-    headers_only: HeadersOnly = None,
-    inactive_threshold: Inactive = None,
-    description: Description = None,
+    flags: ConsumerFlags = ConsumerFlags(),
     config: ConfigFile = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Create a durable consumer from flags, a --config file, or prompts on a terminal."""
     cli = current(ctx)
-    flags = ConsumerFlags(
-        filters, ack, deliver, pull, target, deliver_group, max_deliver, ack_wait, replay,
-        sample, max_pending, max_waiting, heartbeat, flow_control, headers_only,
-        inactive_threshold, description,
-    )  # fmt: skip
     from_file = configfile.load(config) if config else {}
     base = {**ADD_DEFAULTS, **from_file}
 
@@ -166,27 +109,12 @@ def info(
 
 
 @app.command("edit")
+@flag_group(ConsumerFlags)
 def edit(
     ctx: typer.Context,
     stream: Annotated[str, typer.Argument(help="Stream name.")],
     name: Annotated[str, typer.Argument(help="Consumer name.")],
-    filters: Filter = None,
-    ack: AckOpt = None,
-    deliver: Deliver = None,
-    pull: Pull = False,
-    target: Target = None,
-    deliver_group: DeliverGroup = None,
-    max_deliver: MaxDeliver = None,
-    ack_wait: AckWait = None,
-    replay: Replay = None,
-    sample: Sample = None,
-    max_pending: MaxPending = None,
-    max_waiting: MaxWaiting = None,
-    heartbeat: Heartbeat = None,
-    flow_control: FlowControl = None,
-    headers_only: HeadersOnly = None,
-    inactive_threshold: Inactive = None,
-    description: Description = None,
+    flags: ConsumerFlags = ConsumerFlags(),
     config: ConfigFile = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -196,11 +124,6 @@ def edit(
     push); the error says which.
     """
     cli = current(ctx)
-    flags = ConsumerFlags(
-        filters, ack, deliver, pull, target, deliver_group, max_deliver, ack_wait, replay,
-        sample, max_pending, max_waiting, heartbeat, flow_control, headers_only,
-        inactive_threshold, description,
-    )  # fmt: skip
     from_file = configfile.load(config) if config else {}
 
     async def body(api: JetStreamApi) -> Json:

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from headwater.cli import options
 from headwater.cli.errors import CliError
 from headwater.cli.options import AckPolicy, ReplayPolicy
+from headwater.cli.streamconfig import Description
 from headwater.control import units
 
 #: What ``add`` fills in when neither a flag nor the file says: the server's JSON zero for
@@ -65,27 +68,67 @@ def filter_fields(filters: list[str]) -> dict[str, Any]:
     return {"filter_subject": subjects[0] if subjects else None, "filter_subjects": None}
 
 
+# The options of ``consumer add`` and ``edit``; the fields of ConsumerFlags below carry them,
+# and :func:`headwater.cli.flaggroup.flag_group` hands them to typer.
+Filter = Annotated[
+    list[str] | None,
+    typer.Option("--filter", help="Only messages on these subjects ('' for all)."),
+]
+AckOpt = Annotated[AckPolicy | None, typer.Option("--ack", help="Acknowledgement policy.")]
+Deliver = Annotated[
+    str | None,
+    typer.Option("--deliver", help="Start: all, last, new, last_per_subject, a sequence, 1h."),
+]
+Pull = Annotated[bool, typer.Option("--pull", help="A pull consumer (the default).")]
+Target = Annotated[str | None, typer.Option("--target", help="Push: the subject to deliver to.")]
+DeliverGroup = Annotated[
+    str | None, typer.Option("--deliver-group", help="Push: queue group of the subscribers.")
+]
+MaxDeliver = Annotated[
+    int | None, typer.Option("--max-deliver", help="Deliveries per message (-1: unlimited).")
+]
+AckWait = Annotated[str | None, typer.Option("--wait", help="Ack wait before redelivery (30s).")]
+Replay = Annotated[ReplayPolicy | None, typer.Option("--replay", help="Replay policy.")]
+Sample = Annotated[int | None, typer.Option("--sample", help="Ack sampling percentage.")]
+MaxPending = Annotated[
+    int | None, typer.Option("--max-pending", help="Most unacknowledged messages.")
+]
+MaxWaiting = Annotated[int | None, typer.Option("--max-waiting", help="Pull: most waiting pulls.")]
+Heartbeat = Annotated[
+    str | None, typer.Option("--heartbeat", help="Push: idle heartbeat interval.")
+]
+FlowControl = Annotated[
+    bool | None, typer.Option("--flow-control/--no-flow-control", help="Push: flow control.")
+]
+HeadersOnly = Annotated[
+    bool | None, typer.Option("--headers-only/--no-headers-only", help="Deliver only headers.")
+]
+Inactive = Annotated[
+    str | None, typer.Option("--inactive-threshold", help="Delete after this long idle.")
+]
+
+
 @dataclass(frozen=True)
 class ConsumerFlags:
     """The consumer flags a command received; None means "not given"."""
 
-    filters: list[str] | None = None
-    ack: AckPolicy | None = None
-    deliver: str | None = None
-    pull: bool = False
-    target: str | None = None
-    deliver_group: str | None = None
-    max_deliver: int | None = None
-    ack_wait: str | None = None
-    replay: ReplayPolicy | None = None
-    sample: int | None = None
-    max_pending: int | None = None
-    max_waiting: int | None = None
-    heartbeat: str | None = None
-    flow_control: bool | None = None
-    headers_only: bool | None = None
-    inactive_threshold: str | None = None
-    description: str | None = None
+    filters: Filter = None
+    ack: AckOpt = None
+    deliver: Deliver = None
+    pull: Pull = False
+    target: Target = None
+    deliver_group: DeliverGroup = None
+    max_deliver: MaxDeliver = None
+    ack_wait: AckWait = None
+    replay: Replay = None
+    sample: Sample = None
+    max_pending: MaxPending = None
+    max_waiting: MaxWaiting = None
+    heartbeat: Heartbeat = None
+    flow_control: FlowControl = None
+    headers_only: HeadersOnly = None
+    inactive_threshold: Inactive = None
+    description: Description = None
 
     def overrides(self) -> dict[str, Any]:
         """The given flags as server JSON fields; a None value removes the field."""

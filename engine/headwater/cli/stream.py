@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,52 +11,12 @@ import typer
 from headwater.cli import configfile, messages, output, prompts, streamcopy, views
 from headwater.cli.context import current
 from headwater.cli.errors import CliError
+from headwater.cli.flaggroup import flag_group
 from headwater.cli.jsapi import JetStreamApi, Json
-from headwater.cli.options import Discard, Retention, Storage
 from headwater.cli.streamconfig import StreamFlags, changes, merged
 
 app = typer.Typer(help="Manage streams.", no_args_is_help=True)
 
-# Options shared by add, edit and cp (the nats CLI's names).
-Subjects = Annotated[
-    list[str] | None,
-    typer.Option("--subjects", help="Subjects to store; repeat or separate with commas."),
-]
-Description = Annotated[str | None, typer.Option("--description", help="Description.")]
-StorageOpt = Annotated[Storage | None, typer.Option("--storage", help="Storage backend.")]
-RetentionOpt = Annotated[
-    Retention | None, typer.Option("--retention", help="Retention policy (work = workqueue).")
-]
-DiscardOpt = Annotated[
-    Discard | None, typer.Option("--discard", help="What to drop when the stream is full.")
-]
-MaxMsgs = Annotated[str | None, typer.Option("--max-msgs", help="Message count limit (1M, -1).")]
-MaxPerSubject = Annotated[
-    str | None, typer.Option("--max-msgs-per-subject", help="Messages kept per subject.")
-]
-MaxBytes = Annotated[str | None, typer.Option("--max-bytes", help="Size limit (10GiB, -1).")]
-MaxAge = Annotated[str | None, typer.Option("--max-age", help="Age limit (1y, 72h, -1).")]
-MaxMsgSize = Annotated[str | None, typer.Option("--max-msg-size", help="Largest message.")]
-MaxConsumers = Annotated[int | None, typer.Option("--max-consumers", help="Consumer limit.")]
-DupeWindow = Annotated[
-    str | None, typer.Option("--dupe-window", help="Duplicate tracking window (2m).")
-]
-Replicas = Annotated[int | None, typer.Option("--replicas", help="Number of replicas.")]
-Ack = Annotated[
-    bool | None, typer.Option("--ack/--no-ack", help="Acknowledge publishes (default yes).")
-]
-AllowRollup = Annotated[
-    bool | None, typer.Option("--allow-rollup/--no-allow-rollup", help="Allow Nats-Rollup.")
-]
-DenyDelete = Annotated[
-    bool | None, typer.Option("--deny-delete/--allow-delete", help="Refuse message deletes.")
-]
-DenyPurge = Annotated[
-    bool | None, typer.Option("--deny-purge/--allow-purge", help="Refuse purges.")
-]
-AllowDirect = Annotated[
-    bool | None, typer.Option("--allow-direct/--no-allow-direct", help="Allow direct get.")
-]
 ConfigFile = Annotated[
     Path | None, typer.Option("--config", help="Configuration file (server JSON).")
 ]
@@ -80,27 +41,11 @@ def show_stream(info: Json, as_json: bool) -> None:
 
 
 @app.command("add")
+@flag_group(StreamFlags)
 def add(
     ctx: typer.Context,
     name: StreamArg = None,
-    subjects: Subjects = None,
-    description: Description = None,
-    storage: StorageOpt = None,
-    retention: RetentionOpt = None,
-    discard: DiscardOpt = None,
-    max_msgs: MaxMsgs = None,
-    max_msgs_per_subject: MaxPerSubject = None,
-    max_bytes: MaxBytes = None,
-    max_age: MaxAge = None,
-    max_msg_size: MaxMsgSize = None,
-    max_consumers: MaxConsumers = None,
-    dupe_window: DupeWindow = None,
-    replicas: Replicas = None,
-    ack: Ack = None,
-    allow_rollup: AllowRollup = None,
-    deny_delete: DenyDelete = None,
-    deny_purge: DenyPurge = None,
-    allow_direct: AllowDirect = None,
+    flags: StreamFlags = StreamFlags(),
     config: ConfigFile = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -108,14 +53,10 @@ def add(
     cli = current(ctx)
     base = configfile.load(config) if config else {}
     name = prompts.require(name or base.get("name"), "Stream name", "pass NAME")
-    if subjects is None and not base.get("subjects"):
+    if flags.subjects is None and not base.get("subjects"):
         answer = prompts.ask("Subjects to store", default=name)
-        subjects = [answer] if answer else None
-    flags = StreamFlags(
-        subjects, description, storage, retention, discard, max_msgs, max_msgs_per_subject,
-        max_bytes, max_age, max_msg_size, max_consumers, dupe_window, replicas, ack,
-        allow_rollup, deny_delete, deny_purge, allow_direct,
-    )  # fmt: skip
+        if answer:
+            flags = replace(flags, subjects=[answer])
     wanted = merged(base, flags, name)
     info = cli.api(lambda api: api.stream_create(wanted))
     if not cli.wants_json(as_json):
@@ -164,37 +105,16 @@ def info(ctx: typer.Context, name: StreamArg = None, as_json: JsonOpt = False) -
 
 
 @app.command("edit")
+@flag_group(StreamFlags)
 def edit(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Stream name.")],
-    subjects: Subjects = None,
-    description: Description = None,
-    storage: StorageOpt = None,
-    retention: RetentionOpt = None,
-    discard: DiscardOpt = None,
-    max_msgs: MaxMsgs = None,
-    max_msgs_per_subject: MaxPerSubject = None,
-    max_bytes: MaxBytes = None,
-    max_age: MaxAge = None,
-    max_msg_size: MaxMsgSize = None,
-    max_consumers: MaxConsumers = None,
-    dupe_window: DupeWindow = None,
-    replicas: Replicas = None,
-    ack: Ack = None,
-    allow_rollup: AllowRollup = None,
-    deny_delete: DenyDelete = None,
-    deny_purge: DenyPurge = None,
-    allow_direct: AllowDirect = None,
+    flags: StreamFlags = StreamFlags(),
     config: ConfigFile = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Change a stream: the live config, then the --config file, then flags on top."""
     cli = current(ctx)
-    flags = StreamFlags(
-        subjects, description, storage, retention, discard, max_msgs, max_msgs_per_subject,
-        max_bytes, max_age, max_msg_size, max_consumers, dupe_window, replicas, ack,
-        allow_rollup, deny_delete, deny_purge, allow_direct,
-    )  # fmt: skip
     from_file = configfile.load(config) if config else None
 
     async def body(api: JetStreamApi) -> tuple[list[tuple[str, Any, Any]], Json]:
@@ -331,28 +251,12 @@ def get(
 
 
 @app.command("cp")
+@flag_group(StreamFlags)
 def cp(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(help="Stream to copy the configuration from.")],
     destination: Annotated[str, typer.Argument(help="Name of the new stream.")],
-    subjects: Subjects = None,
-    description: Description = None,
-    storage: StorageOpt = None,
-    retention: RetentionOpt = None,
-    discard: DiscardOpt = None,
-    max_msgs: MaxMsgs = None,
-    max_msgs_per_subject: MaxPerSubject = None,
-    max_bytes: MaxBytes = None,
-    max_age: MaxAge = None,
-    max_msg_size: MaxMsgSize = None,
-    max_consumers: MaxConsumers = None,
-    dupe_window: DupeWindow = None,
-    replicas: Replicas = None,
-    ack: Ack = None,
-    allow_rollup: AllowRollup = None,
-    deny_delete: DenyDelete = None,
-    deny_purge: DenyPurge = None,
-    allow_direct: AllowDirect = None,
+    flags: StreamFlags = StreamFlags(),
     data: Annotated[
         bool, typer.Option("--data", help="Copy the messages too (through a stream source).")
     ] = False,
@@ -368,11 +272,6 @@ def cp(
     by sourcing SOURCE; the copy stores no subjects of its own unless --subjects is given.
     """
     cli = current(ctx)
-    flags = StreamFlags(
-        subjects, description, storage, retention, discard, max_msgs, max_msgs_per_subject,
-        max_bytes, max_age, max_msg_size, max_consumers, dupe_window, replicas, ack,
-        allow_rollup, deny_delete, deny_purge, allow_direct,
-    )  # fmt: skip
 
     if follow and not data:
         raise CliError("--follow needs --data")
@@ -385,7 +284,7 @@ def cp(
         config = merged(live, flags, destination)
         if not data:
             return await api.stream_create(config)
-        own = subjects is not None
+        own = flags.subjects is not None
         return await streamcopy.copy_stream(api, source, config, own, follow, not wants_json)
 
     info = cli.api(body)

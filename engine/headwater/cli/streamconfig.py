@@ -8,7 +8,9 @@ given on the command line enter the config, so the server fills in its own defau
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from headwater.cli import options
 from headwater.cli.options import Discard, Retention, Storage
@@ -22,28 +24,71 @@ def split_subjects(values: list[str] | None) -> list[str] | None:
     return subjects
 
 
+# The options of ``stream add``, ``edit`` and ``cp`` (the nats CLI's names); the fields of
+# StreamFlags below carry them, and :func:`headwater.cli.flaggroup.flag_group` hands them to typer.
+Subjects = Annotated[
+    list[str] | None,
+    typer.Option("--subjects", help="Subjects to store; repeat or separate with commas."),
+]
+Description = Annotated[str | None, typer.Option("--description", help="Description.")]
+StorageOpt = Annotated[Storage | None, typer.Option("--storage", help="Storage backend.")]
+RetentionOpt = Annotated[
+    Retention | None, typer.Option("--retention", help="Retention policy (work = workqueue).")
+]
+DiscardOpt = Annotated[
+    Discard | None, typer.Option("--discard", help="What to drop when the stream is full.")
+]
+MaxMsgs = Annotated[str | None, typer.Option("--max-msgs", help="Message count limit (1M, -1).")]
+MaxPerSubject = Annotated[
+    str | None, typer.Option("--max-msgs-per-subject", help="Messages kept per subject.")
+]
+MaxBytes = Annotated[str | None, typer.Option("--max-bytes", help="Size limit (10GiB, -1).")]
+MaxAge = Annotated[str | None, typer.Option("--max-age", help="Age limit (1y, 72h, -1).")]
+MaxMsgSize = Annotated[str | None, typer.Option("--max-msg-size", help="Largest message.")]
+MaxConsumers = Annotated[int | None, typer.Option("--max-consumers", help="Consumer limit.")]
+DupeWindow = Annotated[
+    str | None, typer.Option("--dupe-window", help="Duplicate tracking window (2m).")
+]
+Replicas = Annotated[int | None, typer.Option("--replicas", help="Number of replicas.")]
+Ack = Annotated[
+    bool | None, typer.Option("--ack/--no-ack", help="Acknowledge publishes (default yes).")
+]
+AllowRollup = Annotated[
+    bool | None, typer.Option("--allow-rollup/--no-allow-rollup", help="Allow Nats-Rollup.")
+]
+DenyDelete = Annotated[
+    bool | None, typer.Option("--deny-delete/--allow-delete", help="Refuse message deletes.")
+]
+DenyPurge = Annotated[
+    bool | None, typer.Option("--deny-purge/--allow-purge", help="Refuse purges.")
+]
+AllowDirect = Annotated[
+    bool | None, typer.Option("--allow-direct/--no-allow-direct", help="Allow direct get.")
+]
+
+
 @dataclass(frozen=True)
 class StreamFlags:
     """The stream flags a command received; None means "not given"."""
 
-    subjects: list[str] | None = None
-    description: str | None = None
-    storage: Storage | None = None
-    retention: Retention | None = None
-    discard: Discard | None = None
-    max_msgs: str | None = None
-    max_msgs_per_subject: str | None = None
-    max_bytes: str | None = None
-    max_age: str | None = None
-    max_msg_size: str | None = None
-    max_consumers: int | None = None
-    dupe_window: str | None = None
-    replicas: int | None = None
-    ack: bool | None = None
-    allow_rollup: bool | None = None
-    deny_delete: bool | None = None
-    deny_purge: bool | None = None
-    allow_direct: bool | None = None
+    subjects: Subjects = None
+    description: Description = None
+    storage: StorageOpt = None
+    retention: RetentionOpt = None
+    discard: DiscardOpt = None
+    max_msgs: MaxMsgs = None
+    max_msgs_per_subject: MaxPerSubject = None
+    max_bytes: MaxBytes = None
+    max_age: MaxAge = None
+    max_msg_size: MaxMsgSize = None
+    max_consumers: MaxConsumers = None
+    dupe_window: DupeWindow = None
+    replicas: Replicas = None
+    ack: Ack = None
+    allow_rollup: AllowRollup = None
+    deny_delete: DenyDelete = None
+    deny_purge: DenyPurge = None
+    allow_direct: AllowDirect = None
 
     def overrides(self) -> dict[str, Any]:
         """The given flags as server JSON fields."""
