@@ -9,6 +9,7 @@ gives both at once to compare replies.
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import Iterator
 
 import pytest
@@ -80,3 +81,15 @@ def _pair(**kwargs: object) -> Iterator[tuple[ServerProcess, ServerProcess]]:
         for gen in (hw, nats):
             with contextlib.suppress(StopIteration):
                 next(gen)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Run pending finalizers before the end-of-session reports.
+
+    The hypothesis plugin imports hypothesis in its terminal summary, which pytest rewrites
+    with ``ast.parse``. On CPython 3.11.7, a garbage collection that runs finalizers (left
+    behind by failed nats-py connections) in the middle of that parse aborts it with
+    "SystemError: AST constructor recursion depth mismatch"; collecting first avoids it.
+    """
+    gc.collect()

@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from headwater.control import api
+from headwater.control.backup import backup_stream, restore_stream
 from headwater.control.connection import DEFAULT_URL, ConnectionSettings
+from headwater.control.documents import parse_documents
+from headwater.control.reconcile import apply_resources, plan_resources
 from headwater.testing import ServerProcess
+from support.connectopts import DOMAIN, domain_server, nkey_server
 
 
 def test_defaults_to_the_local_server():
@@ -50,3 +55,72 @@ async def test_connects_with_user_and_password():
     finally:
         proc.stop()
         proc.cleanup()
+
+
+def test_environment_supplies_nkey_and_domain():
+    settings = ConnectionSettings.from_env({"NATS_NKEY": "/u.nk", "NATS_JS_DOMAIN": "hub"})
+    assert (settings.nkey, settings.js_domain) == ("/u.nk", "hub")
+    assert settings.api_prefix == "$JS.hub.API"
+    assert ConnectionSettings().api_prefix == "$JS.API"
+
+
+@pytest.mark.parametrize("domain", ["a.b", "a b", "hub.*", ">"])
+def test_a_domain_is_one_subject_token(domain):
+    with pytest.raises(ValidationError, match="invalid JetStream domain"):
+        ConnectionSettings(js_domain=domain)
+
+
+DOMAIN_DOCUMENTS = """
+apiVersion: headwater.io/v1
+kind: Stream
+metadata: {name: orders}
+spec: {name: ORDERS, subjects: ["orders.>"], maxAge: 1h}
+---
+apiVersion: headwater.io/v1
+kind: KeyValue
+metadata: {name: settings}
+spec: {bucket: SETTINGS, history: 3}
+"""
+
+
+@pytest.mark.parametrize("kind", ["headwater", "nats"])
+async def test_domain_settings_send_every_request_to_the_domain(kind, tmp_path):
+    """Plan, apply, a backup and restore, all through ``$JS.hub.API``; a connection set to
+    another domain finds no JetStream there, which shows the prefix is what is used."""
+    resources, errors = parse_documents(DOMAIN_DOCUMENTS)
+    assert not errors
+    with domain_server(kind, tmp_path) as server:
+        nc = await ConnectionSettings(servers=server.url, js_domain=DOMAIN).connect()
+        try:
+            plan, report = await apply_resources(nc, resources)
+            assert report.ok and len(report.applied) == 2
+            again, _ = await plan_resources(nc, resources)
+            assert not again.has_changes
+            await nc.publish("orders.1", b"one")
+            await nc.flush()
+            result = await backup_stream(nc, "ORDERS", tmp_path / "backup")
+            assert result.messages == 1
+            await api.request(nc, "STREAM.DELETE.ORDERS")
+            await restore_stream(nc, tmp_path / "backup")
+            info = await api.request(nc, "STREAM.INFO.ORDERS")
+            assert info["state"]["messages"] == 1
+        finally:
+            await nc.close()
+        elsewhere = await ConnectionSettings(servers=server.url, js_domain="other").connect()
+        try:
+            with pytest.raises(api.ApiUnavailable, match=r"\$JS\.other\.API"):
+                await plan_resources(elsewhere, resources, timeout=1)
+        finally:
+            await elsewhere.close()
+
+
+async def test_nkey_seed_authenticates(tmp_path):
+    """nkey users exist on nats-server only (headwater-server has none yet)."""
+    with nkey_server(tmp_path) as (server, seed):
+        nc = await ConnectionSettings(servers=server.url, nkey=str(seed)).connect()
+        try:
+            assert "api" in await api.request(nc, "INFO")
+        finally:
+            await nc.close()
+        with pytest.raises(Exception, match=r"[Aa]uthorization"):
+            await ConnectionSettings(servers=server.url).connect()

@@ -9,17 +9,45 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from nats.aio.client import Client
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
 
 API_PREFIX = "$JS.API"
 DEFAULT_TIMEOUT = 5.0
 
+_prefixes: WeakKeyDictionary[Client, str] = WeakKeyDictionary()
+"""Connection -> its JetStream API prefix, recorded once by whoever connected it (a
+connection to a JetStream domain speaks ``$JS.<domain>.API``); unrecorded ones use
+``$JS.API``. Kept beside the connection rather than passed to every call, so all the
+functions that take a connection stay as they are."""
+
 STREAM_NOT_FOUND = 10059
 CONSUMER_NOT_FOUND = 10014
 TEMPLATE_NOT_FOUND = 10068
+
+
+def domain_prefix(domain: str | None) -> str:
+    """The JetStream API prefix of ``domain`` (``$JS.API`` without one)."""
+    return f"$JS.{domain}.API" if domain else API_PREFIX
+
+
+def use_prefix(nc: Client, prefix: str) -> None:
+    """Send this connection's JetStream API requests under ``prefix``."""
+    _prefixes[nc] = prefix
+
+
+def prefix_of(nc: Client) -> str:
+    return _prefixes.get(nc, API_PREFIX)
+
+
+def jetstream(nc: Client) -> JetStreamContext:
+    """nats-py's JetStream context for ``nc``, in the connection's domain (KV and object
+    store operations go through it)."""
+    return nc.jetstream(prefix=prefix_of(nc))
 
 
 class ApiError(Exception):
@@ -44,8 +72,9 @@ async def request(
     *,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> dict[str, Any]:
-    """``$JS.API.<api>`` with a JSON body (None: empty payload); the decoded reply or raise."""
-    subject = f"{API_PREFIX}.{api}"
+    """``$JS.API.<api>`` (under the connection's prefix) with a JSON body (None: empty
+    payload); the decoded reply or raise."""
+    subject = f"{prefix_of(nc)}.{api}"
     payload = b"" if body is None else json.dumps(body).encode()
     try:
         reply = await nc.request(subject, payload, timeout=timeout)

@@ -22,6 +22,7 @@ from nats.aio.client import Client
 from nats.errors import TimeoutError as NatsTimeoutError
 
 from headwater.archive import ArchiveError, scan_archive
+from headwater.control import api
 
 __all__ = [
     "ARCHIVE_FILE",
@@ -36,7 +37,6 @@ __all__ = [
     "stream_names",
 ]
 
-API = "$JS.API"
 ARCHIVE_FILE = "stream.hwarc"
 BACKUP_FILE = "backup.json"
 UPLOAD_CHUNK = 128 * 1024
@@ -74,9 +74,11 @@ def _api_error(reply: dict[str, Any], what: str) -> BackupError:
 
 async def _api(nc: Client, subject: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
     try:
-        msg = await nc.request(f"{API}.{subject}", json.dumps(body).encode(), timeout=timeout)
+        msg = await nc.request(
+            f"{api.prefix_of(nc)}.{subject}", json.dumps(body).encode(), timeout=timeout
+        )
     except NatsTimeoutError:
-        raise BackupError(f"no reply to {API}.{subject} within {timeout}s") from None
+        raise BackupError(f"no reply to {api.prefix_of(nc)}.{subject} within {timeout}s") from None
     reply: dict[str, Any] = json.loads(msg.data)
     return reply
 

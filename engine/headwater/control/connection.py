@@ -16,6 +16,8 @@ from nats.aio.client import Client
 from nats.errors import NoServersError
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from headwater.control import api
+
 DEFAULT_URL = "nats://127.0.0.1:4222"
 
 
@@ -31,6 +33,11 @@ class ConnectionSettings(BaseModel):
     user: str | None = None
     password: str | None = None
     token: str | None = None
+    nkey: str | None = None
+    """Path to an nkey seed file (``SU...``): the server challenges, the seed signs."""
+    js_domain: str | None = None
+    """JetStream domain: every JetStream API request goes to ``$JS.<domain>.API`` instead of
+    ``$JS.API`` (a hub reached through a leaf node, or a server with ``jetstream.domain``)."""
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_ca: str | None = None
@@ -49,12 +56,27 @@ class ConnectionSettings(BaseModel):
             return urls
         return value
 
+    @field_validator("js_domain")
+    @classmethod
+    def _domain(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        if any(c in value for c in ".*> \t\r\n"):
+            raise ValueError(f"invalid JetStream domain {value!r}: one subject token expected")
+        return value
+
+    @property
+    def api_prefix(self) -> str:
+        """Where this connection's JetStream API lives."""
+        return api.domain_prefix(self.js_domain)
+
     @classmethod
     def from_env(
         cls, env: Mapping[str, str] | None = None, **overrides: object
     ) -> ConnectionSettings:
-        """Settings from ``NATS_URL``/``NATS_CREDS``/``NATS_USER``/``NATS_PASSWORD``/``NATS_TOKEN``,
-        with explicit values (those not None) taking precedence."""
+        """Settings from ``NATS_URL``/``NATS_CREDS``/``NATS_USER``/``NATS_PASSWORD``/``NATS_TOKEN``/
+        ``NATS_NKEY``/``NATS_JS_DOMAIN``, with explicit values (those not None) taking
+        precedence."""
         env = os.environ if env is None else env
         values: dict[str, object] = {}
         for key, name in (
@@ -63,6 +85,8 @@ class ConnectionSettings(BaseModel):
             ("user", "NATS_USER"),
             ("password", "NATS_PASSWORD"),
             ("token", "NATS_TOKEN"),
+            ("nkey", "NATS_NKEY"),
+            ("js_domain", "NATS_JS_DOMAIN"),
         ):
             if env.get(name):
                 values[key] = env[name]
@@ -79,7 +103,10 @@ class ConnectionSettings(BaseModel):
         return context
 
     async def connect(self, **options: object) -> Client:
-        """Connect with nats-py. Extra keyword options go to ``nats.connect`` unchanged."""
+        """Connect with nats-py. Extra keyword options go to ``nats.connect`` unchanged.
+
+        The connection is registered with :mod:`headwater.control.api` under this settings'
+        JetStream API prefix, so every request made over it goes to the right domain."""
         errors = _Errors()
         kwargs: dict[str, object] = {
             "servers": list(self.servers),
@@ -99,16 +126,20 @@ class ConnectionSettings(BaseModel):
             kwargs["password"] = self.password or ""
         if self.token is not None:
             kwargs["token"] = self.token
+        if self.nkey:
+            kwargs["nkeys_seed"] = self.nkey
         context = self.ssl_context()
         if context is not None:
             kwargs["tls"] = context
         kwargs.update(options)
         try:
-            return await nats.connect(**kwargs)
+            nc = await nats.connect(**kwargs)
         except NoServersError as failure:
             reason = f": {errors.last}" if errors.last is not None else ""
             servers = ", ".join(self.servers)
             raise ConnectionError(f"no server reachable at {servers}{reason}") from failure
+        api.use_prefix(nc, self.api_prefix)
+        return nc
 
 
 class _Errors:

@@ -1,0 +1,63 @@
+"""Servers for the connection options every way in offers: a JetStream domain, nkey users.
+
+``domain_server`` starts either server with ``jetstream { domain: ... }`` (both answer the
+domain's API prefix ``$JS.<domain>.API`` to their own clients). ``nkey_server`` starts
+nats-server with one nkey user and writes that user's seed file: headwater-server has no
+nkey users, so nkey authentication is checked against the reference only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import nkeys
+
+from headwater.testing import ServerProcess
+
+DOMAIN = "hub"
+
+
+@contextlib.contextmanager
+def domain_server(kind: str, tmp_path: Path, domain: str = DOMAIN) -> Iterator[ServerProcess]:
+    conf = tmp_path / f"{kind}-domain.conf"
+    store = tmp_path / f"{kind}-domain-store"
+    conf.write_text(
+        f'host: 127.0.0.1\nport: -1\njetstream {{\n  store_dir: "{store}"\n'
+        f"  domain: {domain}\n}}\n"
+    )
+    server = ServerProcess(kind, args=["-c", str(conf)])
+    server.start()
+    try:
+        yield server
+    finally:
+        server.cleanup()
+
+
+def user_seed(tmp_path: Path) -> tuple[Path, str]:
+    """A new nkey user: (path of its seed file, its public key)."""
+    seed = nkeys.encode_seed(os.urandom(32), nkeys.PREFIX_BYTE_USER)
+    public = nkeys.from_seed(bytearray(seed)).public_key.decode()
+    path = tmp_path / "user.nk"
+    path.write_bytes(seed + b"\n")
+    return path, public
+
+
+@contextlib.contextmanager
+def nkey_server(tmp_path: Path) -> Iterator[tuple[ServerProcess, Path]]:
+    """nats-server with JetStream that admits only one nkey user; yields it and the seed."""
+    seed, public = user_seed(tmp_path)
+    conf = tmp_path / "nkey.conf"
+    store = tmp_path / "nkey-store"
+    conf.write_text(
+        f'host: 127.0.0.1\nport: -1\njetstream {{\n  store_dir: "{store}"\n}}\n'
+        f'authorization {{\n  users = [ {{ nkey: "{public}" }} ]\n}}\n'
+    )
+    server = ServerProcess("nats", args=["-c", str(conf)])
+    server.start()
+    try:
+        yield server, seed
+    finally:
+        server.cleanup()
