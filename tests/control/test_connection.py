@@ -92,7 +92,7 @@ async def test_domain_settings_send_every_request_to_the_domain(kind, tmp_path):
     with domain_server(kind, tmp_path) as server:
         nc = await ConnectionSettings(servers=server.url, js_domain=DOMAIN).connect()
         try:
-            plan, report = await apply_resources(nc, resources)
+            _plan, report = await apply_resources(nc, resources)
             assert report.ok and len(report.applied) == 2
             again, _ = await plan_resources(nc, resources)
             assert not again.has_changes
