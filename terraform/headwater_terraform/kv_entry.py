@@ -1,8 +1,10 @@
 """``headwater_kv_entry``: one key of a KV bucket, written through nats-py's KV API.
 
 KV entries are data, not configuration, so the control-plane core has no kind for them; this
-resource talks to the bucket directly. Changing ``bucket`` or ``key`` writes a new entry and
-deletes the old one (a replacement that loses nothing the configuration does not name).
+resource talks to the bucket directly, through ``api.jetstream(nc)`` so that a provider with
+``js_domain`` reaches the bucket in that domain. Changing ``bucket`` or ``key`` writes a new
+entry and deletes the old one (a replacement that loses nothing the configuration does not
+name).
 """
 
 from __future__ import annotations
@@ -11,11 +13,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from nats.aio.client import Client
-from nats.js.errors import BucketNotFoundError, KeyDeletedError, KeyNotFoundError, NotFoundError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.errors import (
+    BucketNotFoundError,
+    KeyDeletedError,
+    KeyNotFoundError,
+    NotFoundError,
+    ServiceUnavailableError,
+)
+from nats.js.kv import KeyValue
 from tf import schema, types
 from tf.types import Unknown
 from tf.utils import Diagnostics
 
+from headwater.control import api
 from headwater_terraform.assets import SCHEMA_VERSION, Failed, State, has_unknown
 from headwater_terraform.errors import server_error
 
@@ -35,10 +46,25 @@ def check_key(key: str) -> str | None:
     return None
 
 
+async def open_bucket(nc: Client, bucket: str) -> KeyValue:
+    """The bucket through the connection's JetStream domain (``api.jetstream``).
+
+    nats-py reports a lookup nobody answered (JetStream off, or a ``js_domain`` the server
+    does not serve) as a bare ``ServiceUnavailableError``; this says which subject went
+    unanswered, as the core's API requests do."""
+    try:
+        return await api.jetstream(nc).key_value(bucket)
+    except (ServiceUnavailableError, NatsTimeoutError) as error:
+        if isinstance(error, ServiceUnavailableError) and error.code is not None:
+            raise  # the server answered 503 itself: its description says why
+        subject = f"{api.prefix_of(nc)}.STREAM.INFO.KV_{bucket}"
+        raise api.ApiUnavailable(f"no reply on {subject}: is JetStream enabled?") from error
+
+
 async def read_entry(nc: Client, bucket: str, key: str) -> tuple[str, int] | None:
     """The current value and revision, or None when the key (or bucket) does not exist."""
     try:
-        kv = await nc.jetstream().key_value(bucket)
+        kv = await open_bucket(nc, bucket)
         entry = await kv.get(key)
     except (BucketNotFoundError, KeyNotFoundError, KeyDeletedError, NotFoundError):
         return None
@@ -107,7 +133,7 @@ class KvEntryResource:
         bucket, key, value = planned["bucket"], planned["key"], planned["value"]
 
         async def body(nc: Client) -> int:
-            kv = await nc.jetstream().key_value(bucket)
+            kv = await open_bucket(nc, bucket)
             return int(await kv.put(key, value.encode()))
 
         try:
@@ -129,7 +155,7 @@ class KvEntryResource:
 
         async def body(nc: Client) -> None:
             try:
-                kv = await nc.jetstream().key_value(bucket)
+                kv = await open_bucket(nc, bucket)
             except BucketNotFoundError:
                 return  # the bucket went first: the entry is gone with it
             await kv.delete(key)

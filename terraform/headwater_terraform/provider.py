@@ -1,9 +1,11 @@
 """The ``headwater`` provider: its configuration block and the connection it opens.
 
 The block fills the control plane's ``ConnectionSettings``, the same model the CLI and the
-operator use, so ``servers``, ``credentials``, ``user``/``password``, ``token`` and the TLS
-files mean the same thing everywhere; ``NATS_URL`` and ``NATS_CREDS`` fill what the block
-leaves out.
+operator use, so ``servers``, ``credentials``, ``user``/``password``, ``token``, ``nkey``,
+``js_domain`` and the TLS files mean the same thing everywhere; ``NATS_URL``, ``NATS_CREDS``,
+``NATS_NKEY``, ``NATS_JS_DOMAIN`` (and the other ``NATS_*`` variables ``from_env`` reads) fill
+what the block leaves out. ``js_domain`` is recorded on the connection, so every JetStream call
+(the core's ``api`` requests and ``api.jetstream(nc)`` for KV entries) goes to that domain.
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ SETTINGS = (
     ("user", "User name."),
     ("password", "Password for `user`."),
     ("token", "Authentication token."),
+    ("nkey", "Path to an nkey user seed file (`SU...`). Default: `NATS_NKEY`."),
+    (
+        "js_domain",
+        "JetStream domain: API requests go to `$JS.<domain>.API`. Default: `NATS_JS_DOMAIN`.",
+    ),
     ("tls_ca", "Path to a PEM file of CAs to trust."),
     ("tls_cert", "Path to a PEM client certificate."),
     ("tls_key", "Path to the client certificate's PEM key."),

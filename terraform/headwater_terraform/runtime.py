@@ -70,6 +70,8 @@ class Runtime:
         asyncio.run_coroutine_threadsafe(close_all(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        if not self._thread.is_alive():
+            self._loop.close()  # else the collector reports an unclosed loop
 
 
 async def _close_quietly(nc: Client) -> None:
