@@ -16,9 +16,11 @@ if [[ -n "${HW_CREDENTIALS:-}" ]]; then HW_CONNECTION+=(--creds "$HW_CREDENTIALS
 if [[ -n "${HW_USER:-}" ]]; then HW_CONNECTION+=(--user "$HW_USER"); fi
 if [[ -n "${HW_PASSWORD:-}" ]]; then HW_CONNECTION+=(--password "$HW_PASSWORD"); fi
 if [[ -n "${HW_TOKEN:-}" ]]; then HW_CONNECTION+=(--token "$HW_TOKEN"); fi
+if [[ -n "${HW_NKEY:-}" ]]; then HW_CONNECTION+=(--nkey "$HW_NKEY"); fi
 if [[ -n "${HW_TLS_CERT:-}" ]]; then HW_CONNECTION+=(--tlscert "$HW_TLS_CERT"); fi
 if [[ -n "${HW_TLS_KEY:-}" ]]; then HW_CONNECTION+=(--tlskey "$HW_TLS_KEY"); fi
 if [[ -n "${HW_TLS_CA:-}" ]]; then HW_CONNECTION+=(--tlsca "$HW_TLS_CA"); fi
+if [[ -n "${HW_JS_DOMAIN:-}" ]]; then HW_CONNECTION+=(--js-domain "$HW_JS_DOMAIN"); fi
 if [[ -n "${HW_TIMEOUT:-}" ]]; then HW_CONNECTION+=(--timeout "$HW_TIMEOUT"); fi
 
 # `-f PATH` for every whitespace-separated path in HW_FILES (files or directories).

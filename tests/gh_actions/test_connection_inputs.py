@@ -95,9 +95,11 @@ def test_every_connection_input_becomes_its_cli_flag() -> None:
         "HW_USER": "ci",
         "HW_PASSWORD": "pass word",
         "HW_TOKEN": "t0ken",
+        "HW_NKEY": "/run/ci user.nk",
         "HW_TLS_CERT": "c.pem",
         "HW_TLS_KEY": "k.pem",
         "HW_TLS_CA": "ca.pem",
+        "HW_JS_DOMAIN": "hub",
         "HW_TIMEOUT": "3s",
     }
     assert connection_flags(env) == [
@@ -106,9 +108,11 @@ def test_every_connection_input_becomes_its_cli_flag() -> None:
         "--user", "ci",
         "--password", "pass word",
         "--token", "t0ken",
+        "--nkey", "/run/ci user.nk",
         "--tlscert", "c.pem",
         "--tlskey", "k.pem",
         "--tlsca", "ca.pem",
+        "--js-domain", "hub",
         "--timeout", "3s",
     ]  # fmt: skip
     assert connection_flags({"HW_SERVER": "", "HW_TOKEN": ""}) == []

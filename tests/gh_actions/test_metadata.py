@@ -28,9 +28,11 @@ CONNECTION_INPUTS = {
     "user": "HW_USER",
     "password": "HW_PASSWORD",
     "token": "HW_TOKEN",
+    "nkey": "HW_NKEY",
     "tls-cert": "HW_TLS_CERT",
     "tls-key": "HW_TLS_KEY",
     "tls-ca": "HW_TLS_CA",
+    "js-domain": "HW_JS_DOMAIN",
     "timeout": "HW_TIMEOUT",
 }
 INPUT_REFERENCE = re.compile(r"\$\{\{\s*inputs\.([\w-]+)\s*\}\}")

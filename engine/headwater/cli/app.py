@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import typer
+from pydantic import ValidationError
 from typer.core import TyperGroup
 
 from headwater.cli import (
@@ -102,26 +103,57 @@ def root(
     user: str | None = typer.Option(None, "--user", help="User name."),
     password: str | None = typer.Option(None, "--password", help="Password."),
     token: str | None = typer.Option(None, "--token", help="Authentication token."),
+    nkey: str | None = typer.Option(
+        None, "--nkey", help="Nkey user seed file (SU...). Default: $NATS_NKEY."
+    ),
     tlscert: str | None = typer.Option(None, "--tlscert", help="Client certificate file."),
     tlskey: str | None = typer.Option(None, "--tlskey", help="Client private key file."),
     tlsca: str | None = typer.Option(None, "--tlsca", help="CA certificate file."),
+    js_domain: str | None = typer.Option(
+        None,
+        "--js-domain",
+        help="JetStream domain: the API is $JS.<domain>.API. Default: $NATS_JS_DOMAIN.",
+    ),
     timeout: str = typer.Option(
         "5s", "--timeout", help="How long to wait for the server: 2s, 500ms, or seconds."
     ),
     json_output: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ) -> None:
-    settings = ConnectionSettings.from_env(
-        servers=server,
-        credentials=creds,
-        user=user,
-        password=password,
-        token=token,
-        tls_cert=tlscert,
-        tls_key=tlskey,
-        tls_ca=tlsca,
-        connect_timeout=_seconds(timeout),
-    )
+    seconds = _seconds(timeout)
+    try:
+        settings = ConnectionSettings.from_env(
+            servers=server,
+            credentials=creds,
+            user=user,
+            password=password,
+            token=token,
+            nkey=nkey,
+            js_domain=js_domain,
+            tls_cert=tlscert,
+            tls_key=tlskey,
+            tls_ca=tlsca,
+            connect_timeout=seconds,
+        )
+    except ValidationError as error:
+        raise _bad_parameter(error) from None
     ctx.obj = CliContext(settings=settings, json_output=json_output)
+
+
+#: The flag (and variable) behind each connection setting, to name it in an error.
+_FLAGS = {
+    "servers": "--server / $NATS_URL",
+    "credentials": "--creds / $NATS_CREDS",
+    "nkey": "--nkey / $NATS_NKEY",
+    "js_domain": "--js-domain / $NATS_JS_DOMAIN",
+}
+
+
+def _bad_parameter(error: ValidationError) -> typer.BadParameter:
+    """A settings validation error as click's usage error (one line, exit code 1)."""
+    first = error.errors()[0]
+    field = str(first["loc"][0]) if first["loc"] else ""
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return typer.BadParameter(message, param_hint=_FLAGS.get(field, f"--{field}"))
 
 
 def _seconds(value: str) -> float:

@@ -16,6 +16,7 @@ from headwater.cli.errors import CliError
 from headwater.cli.flaggroup import flag_group
 from headwater.cli.jsapi import JetStreamApi, Json
 from headwater.cli.stream import ConfigFile, Force, JsonOpt, StreamArg, pick_stream
+from headwater.control.api import jetstream
 
 app = typer.Typer(help="Manage and read from consumers.", no_args_is_help=True)
 
@@ -170,7 +171,7 @@ async def _pull(
     nc: Client, info: Json, count: int, no_ack: bool, wait: float | None, as_json: bool
 ) -> int:
     """Fetch ``count`` messages; stop early after ``wait`` seconds without one (None: never)."""
-    js = nc.jetstream()
+    js = jetstream(nc)
     sub = await js.pull_subscribe_bind(info["name"], info["stream_name"])
     ack_policy = info["config"].get("ack_policy", "none")
     received = 0

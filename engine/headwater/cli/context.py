@@ -13,7 +13,8 @@ import typer
 from nats.aio.client import Client
 
 from headwater.cli.errors import ApiError, CliError
-from headwater.cli.jsapi import JetStreamApi
+from headwater.cli.jsapi import JetStreamApi, domain_hint
+from headwater.control import api
 from headwater.control.connection import ConnectionSettings
 
 T = TypeVar("T")
@@ -41,6 +42,13 @@ class CliContext:
             try:
                 return await body(nc)
             except nats.js.errors.APIError as error:
+                if isinstance(error, nats.js.errors.ServiceUnavailableError) and not error.code:
+                    # nats-py's "no responders" (KV, pull consumers): say where nobody answered
+                    prefix = api.prefix_of(nc)
+                    raise CliError(
+                        f"no JetStream responder on {prefix}: is JetStream enabled on the"
+                        f" server?{domain_hint(prefix)}"
+                    ) from None
                 raise ApiError(
                     int(error.code or 0), int(error.err_code or 0), error.description or str(error)
                 ) from None

@@ -15,10 +15,11 @@ import nats.errors
 from nats.aio.client import Client
 
 from headwater.cli.errors import ApiError, CliError
+from headwater.control import api
 
 Json = dict[str, Any]
 
-API_PREFIX = "$JS.API"
+API_PREFIX = api.API_PREFIX
 
 
 _FORBIDDEN = frozenset(" \t\r\n.*>/\\")
@@ -46,13 +47,24 @@ def consumer_context(stream: str, consumer: str) -> str:
     return f"consumer {checked('stream', stream)} > {checked('consumer', consumer)}"
 
 
-class JetStreamApi:
-    """Request/reply over ``$JS.API.*`` with the server's JSON in and out."""
+def domain_hint(prefix: str) -> str:
+    """A sentence for "nobody answered" errors when a JetStream domain is in use: the usual
+    cause is a domain the server does not have."""
+    if prefix == API_PREFIX:
+        return ""
+    domain = prefix.removeprefix("$JS.").removesuffix(".API")
+    return f" Check --js-domain {domain}: the server must serve that JetStream domain."
 
-    def __init__(self, nc: Client, timeout: float, prefix: str = API_PREFIX) -> None:
+
+class JetStreamApi:
+    """Request/reply over ``$JS.API.*`` with the server's JSON in and out.
+
+    The prefix is the connection's (``$JS.<domain>.API`` with ``--js-domain``) unless given."""
+
+    def __init__(self, nc: Client, timeout: float, prefix: str | None = None) -> None:
         self.nc = nc
         self.timeout = timeout
-        self.prefix = prefix
+        self.prefix = api.prefix_of(nc) if prefix is None else prefix
 
     async def request(
         self, verb: str, body: Mapping[str, Any] | None = None, context: str = ""
@@ -65,10 +77,12 @@ class JetStreamApi:
         except nats.errors.NoRespondersError:
             raise CliError(
                 f"no responder on {subject}: is JetStream enabled on the server"
-                " (and does the stream exist)?"
+                f" (and does the stream exist)?{domain_hint(self.prefix)}"
             ) from None
         except nats.errors.TimeoutError:
-            raise CliError(f"no reply on {subject} within {self.timeout:g}s") from None
+            raise CliError(
+                f"no reply on {subject} within {self.timeout:g}s{domain_hint(self.prefix)}"
+            ) from None
         try:
             reply: Json = json.loads(msg.data)
         except ValueError:

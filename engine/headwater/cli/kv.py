@@ -22,6 +22,7 @@ from headwater.cli.context import current
 from headwater.cli.errors import CliError
 from headwater.cli.jsapi import JetStreamApi
 from headwater.cli.options import Storage
+from headwater.control.api import jetstream
 
 app = typer.Typer(help="Key-value buckets.", no_args_is_help=True)
 
@@ -60,7 +61,7 @@ def checked_key(key: str, pattern: bool = False) -> str:
 async def open_bucket(nc: Client, bucket: str) -> KeyValue:
     checked_bucket(bucket)
     try:
-        return await nc.jetstream().key_value(bucket)
+        return await jetstream(nc).key_value(bucket)
     except nats.js.errors.BucketNotFoundError:
         raise CliError(f"bucket {bucket} not found") from None
 
@@ -125,7 +126,7 @@ def add(
     )
 
     async def body(nc: Client) -> dict[str, Any]:
-        await nc.jetstream().create_key_value(config)
+        await jetstream(nc).create_key_value(config)
         return await JetStreamApi(nc, cli.timeout).stream_info(KV_PREFIX + bucket)
 
     info = cli.run(body)
@@ -327,7 +328,7 @@ def rm(ctx: typer.Context, bucket: Bucket, force: Force = False) -> None:
     async def body(nc: Client) -> None:
         await open_bucket(nc, bucket)
         prompts.confirm_or_force(force, f"Really delete bucket {bucket} and all its keys?")
-        await nc.jetstream().delete_key_value(bucket)
+        await jetstream(nc).delete_key_value(bucket)
 
     cli.run(body)
     output.note(f"Bucket {bucket} was deleted")
