@@ -25,6 +25,8 @@ variable "servers" {
 
 provider "headwater" {
   servers = var.servers
+  # js_domain = "hub"            # JetStream domain ($JS.hub.API); default NATS_JS_DOMAIN
+  # nkey      = "/path/user.nk"  # nkey user seed file; default NATS_NKEY
 }
 
 resource "headwater_stream" "orders" {
