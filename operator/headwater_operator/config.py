@@ -61,6 +61,10 @@ def parse_args(
     parser.add_argument("--nats-user", default=None, help="default user (NATS_USER)")
     parser.add_argument("--nats-password", default=None, help="default password")
     parser.add_argument("--nats-token", default=None, help="default token (NATS_TOKEN)")
+    parser.add_argument("--nkey", default=None, help="default nkey user seed file (NATS_NKEY)")
+    parser.add_argument(
+        "--js-domain", default=None, help="default JetStream domain (NATS_JS_DOMAIN)"
+    )
     parser.add_argument("--tls-cert", default=env.get("NATS_TLS_CERT"))
     parser.add_argument("--tls-key", default=env.get("NATS_TLS_KEY"))
     parser.add_argument("--tls-ca", default=env.get("NATS_TLS_CA"))
@@ -90,6 +94,8 @@ def parse_args(
         user=options.nats_user,
         password=options.nats_password,
         token=options.nats_token,
+        nkey=options.nkey,
+        js_domain=options.js_domain,
         tls_cert=options.tls_cert,
         tls_key=options.tls_key,
         tls_ca=options.tls_ca,

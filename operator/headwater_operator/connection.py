@@ -4,9 +4,13 @@ A connection *profile* is a Secret and/or ConfigMap labelled ``headwater.io/conn
 resource's namespace. It is chosen by ``spec.account`` (NACK's field for a connection
 profile), else the namespace default (``headwater-connection``), else the operator's own
 defaults (flags and ``NATS_URL``). Keys: ``servers`` (comma-separated URLs), ``user``,
-``password``, ``token``, ``creds`` (the .creds file's content), ``tls.crt``, ``tls.key`` and
-``ca.crt`` (PEM). ``spec.servers``, ``spec.creds`` and ``spec.tls`` (paths inside the operator
-pod, as NACK has them) override the profile.
+``password``, ``token``, ``creds`` (the .creds file's content), ``nkey`` (an nkey user seed,
+``SU...``), ``jsDomain`` (the JetStream domain), ``tls.crt``, ``tls.key`` and ``ca.crt`` (PEM).
+``spec.servers``, ``spec.creds``, ``spec.nkey``, ``spec.tls`` (paths inside the operator pod,
+as NACK has them) and ``spec.jsDomain`` override the profile.
+
+Connections are pooled by their whole settings, the domain and the nkey seed's path included,
+so resources in different domains or logging in as different users never share one.
 """
 
 from __future__ import annotations
@@ -25,20 +29,62 @@ from pathlib import Path
 from typing import Any
 
 from nats.aio.client import Client
+from pydantic import ValidationError
 
 from headwater.control.connection import ConnectionSettings
 from headwater.control.models import ResourceSpec
 
 PROFILE_LABEL = "headwater.io/connection"
-PROFILE_KEYS = ("servers", "user", "password", "token", "creds", "tls.crt", "tls.key", "ca.crt")
+PROFILE_KEYS = (
+    "servers",
+    "user",
+    "password",
+    "token",
+    "creds",
+    "nkey",
+    "jsDomain",
+    "tls.crt",
+    "tls.key",
+    "ca.crt",
+)
+LOGIN_FIELDS = ("user", "password", "token", "credentials", "nkey")
+"""The ways to log in: a profile or spec that names one replaces the others, never mixes."""
+
+SPEC_NAMES = {
+    "servers": "spec.servers",
+    "credentials": "spec.creds",
+    "nkey": "spec.nkey",
+    "js_domain": "spec.jsDomain",
+    "tls_cert": "spec.tls.clientCert",
+    "tls_key": "spec.tls.clientKey",
+    "tls_ca": "spec.tls.rootCas",
+}
+PROFILE_NAMES = {
+    "servers": "servers",
+    "user": "user",
+    "password": "password",
+    "token": "token",
+    "credentials": "creds",
+    "nkey": "nkey",
+    "js_domain": "jsDomain",
+    "tls_cert": "tls.crt",
+    "tls_key": "tls.key",
+    "tls_ca": "ca.crt",
+}
 
 
 class ProfileMissing(LookupError):
     """``spec.account`` names a profile that does not exist (yet)."""
 
 
-class UnsupportedConnection(ValueError):
-    """A NACK connection field this operator does not honour (nkey, jsDomain)."""
+class ProfileInvalid(ValueError):
+    """A profile's values do not make connection settings (e.g. a ``jsDomain`` with a dot).
+    Fixing the profile fixes the resource, so this is retried, not a spec error."""
+
+
+class InvalidConnection(ValueError):
+    """The resource's own connection fields do not make connection settings (e.g.
+    ``spec.jsDomain`` is not one subject token): an invalid spec, until it changes."""
 
 
 def secret_data(body: Mapping[str, Any]) -> dict[str, str]:
@@ -104,12 +150,11 @@ def settings_for(
     files: FileCache,
     namespace_profile: str,
 ) -> ConnectionSettings:
-    """The connection settings of one resource (raises ProfileMissing, UnsupportedConnection)."""
-    if spec.nkey:
-        raise UnsupportedConnection("spec.nkey is not supported; use creds or user/password")
-    if spec.js_domain:
-        raise UnsupportedConnection("spec.jsDomain is not supported by the control plane")
+    """The connection settings of one resource: the operator's defaults, overridden by the
+    profile (``spec.account``'s, else the namespace's), overridden by the spec's own fields.
+    Raises ProfileMissing, ProfileInvalid or InvalidConnection."""
     values: dict[str, Any] = defaults.model_dump()
+    profile_name = spec.account or namespace_profile
     if spec.account:
         profile = profiles.get(spec.account)
         if profile is None:
@@ -119,14 +164,37 @@ def settings_for(
             )
     else:
         profile = profiles.get(namespace_profile) or {}
-    values |= _from_profile(profile, files)
-    if spec.servers:
-        values["servers"] = list(spec.servers)
-    if spec.creds:
-        values["credentials"] = spec.creds
-    if spec.tls:
-        values |= _from_nack_tls(spec.tls)
-    return ConnectionSettings.model_validate(values)
+    from_profile = _from_profile(profile, files)
+    from_spec = _from_spec(spec)
+    values |= from_profile
+    values |= from_spec
+    try:
+        return ConnectionSettings.model_validate(values)
+    except ValidationError as error:
+        problems = [(_field_of(entry), _message_of(entry)) for entry in error.errors()]
+        in_spec = [(field, message) for field, message in problems if field in from_spec]
+        if in_spec:
+            raise InvalidConnection(
+                "; ".join(
+                    f"{SPEC_NAMES.get(field, field)}: {message}" for field, message in in_spec
+                )
+            ) from None
+        raise ProfileInvalid(
+            f"connection profile {profile_name!r}: "
+            + "; ".join(
+                f"{PROFILE_NAMES.get(field, field)}: {message}" for field, message in problems
+            )
+        ) from None
+
+
+def _field_of(entry: Mapping[str, Any]) -> str:
+    location = entry.get("loc") or ()
+    return str(location[0]) if location else ""
+
+
+def _message_of(entry: Mapping[str, Any]) -> str:
+    message = str(entry.get("msg", "invalid"))
+    return message.removeprefix("Value error, ")
 
 
 def _from_profile(profile: Mapping[str, str], files: FileCache) -> dict[str, Any]:
@@ -136,12 +204,16 @@ def _from_profile(profile: Mapping[str, str], files: FileCache) -> dict[str, Any
     for key in ("user", "password", "token"):
         if profile.get(key):
             values[key] = profile[key]
-    if profile.get("user") or profile.get("token") or profile.get("creds"):
+    if any(profile.get(key) for key in ("user", "token", "creds", "nkey")):
         # A profile that logs in replaces the operator's default login rather than mixing.
-        for key in ("user", "password", "token", "credentials"):
+        for key in LOGIN_FIELDS:
             values.setdefault(key, None)
     if profile.get("creds"):
         values["credentials"] = files.path_for(profile["creds"], ".creds")
+    if profile.get("nkey"):
+        values["nkey"] = files.path_for(profile["nkey"], ".nk")
+    if profile.get("jsDomain"):
+        values["js_domain"] = profile["jsDomain"].strip()
     for key, field, suffix in (
         ("tls.crt", "tls_cert", ".crt"),
         ("tls.key", "tls_key", ".key"),
@@ -149,6 +221,25 @@ def _from_profile(profile: Mapping[str, str], files: FileCache) -> dict[str, Any
     ):
         if profile.get(key):
             values[field] = files.path_for(profile[key], suffix)
+    return values
+
+
+def _from_spec(spec: ResourceSpec) -> dict[str, Any]:
+    """NACK's per-resource connection fields. A login named here (``creds``, ``nkey``)
+    replaces the profile's or operator's login, as a profile's replaces the operator's."""
+    values: dict[str, Any] = {}
+    if spec.servers:
+        values["servers"] = list(spec.servers)
+    if spec.creds or spec.nkey:
+        values |= dict.fromkeys(LOGIN_FIELDS)
+    if spec.creds:
+        values["credentials"] = spec.creds
+    if spec.nkey:
+        values["nkey"] = spec.nkey
+    if spec.tls:
+        values |= _from_nack_tls(spec.tls)
+    if spec.js_domain:
+        values["js_domain"] = spec.js_domain
     return values
 
 

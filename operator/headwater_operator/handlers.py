@@ -26,9 +26,10 @@ from headwater_operator.connection import (
     PROFILE_LABEL,
     ConnectionPool,
     FileCache,
+    InvalidConnection,
+    ProfileInvalid,
     ProfileLookup,
     ProfileMissing,
-    UnsupportedConnection,
     configmap_data,
     secret_data,
     settings_for,
@@ -251,7 +252,13 @@ class Operator:
             try:
                 settings = self._settings(resource, namespace, kwargs)
                 deleted = await self._delete(settings, resource)
-            except (ProfileMissing, UnsupportedConnection, *UNREACHABLE, api.ApiError) as error:
+            except (
+                ProfileMissing,
+                ProfileInvalid,
+                InvalidConnection,
+                *UNREACHABLE,
+                api.ApiError,
+            ) as error:
                 message = f"{what}: delete failed: {error}"
                 self._post(body, Event("Warning", "DeleteFailed", message))
                 self.metrics.errors.labels(kind, "DeleteFailed").inc()
@@ -282,17 +289,19 @@ class Operator:
         namespace = str(body.get("metadata", {}).get("namespace", ""))
         try:
             settings = self._settings(resource, namespace, kwargs)
-        except UnsupportedConnection as error:
-            invalid = Condition("False", "Invalid", str(error))
-            return Outcome("invalid", invalid, invalid, Event("Warning", "Invalid", str(error)))
-        except ProfileMissing as error:
-            waiting = Condition("False", "ConnectionProfileMissing", str(error))
+        except InvalidConnection as error:
+            message = f"invalid spec: {error}"
+            invalid = Condition("False", "Invalid", message)
+            return Outcome("invalid", invalid, invalid, Event("Warning", "Invalid", message))
+        except (ProfileMissing, ProfileInvalid) as error:
+            reason = (
+                "ConnectionProfileMissing"
+                if isinstance(error, ProfileMissing)
+                else "ConnectionProfileInvalid"
+            )
+            waiting = Condition("False", reason, str(error))
             return Outcome(
-                "waiting",
-                waiting,
-                waiting,
-                Event("Warning", "ConnectionProfileMissing", str(error)),
-                retry=True,
+                "waiting", waiting, waiting, Event("Warning", reason, str(error)), retry=True
             )
         async with self._lock(body):
             try:
@@ -307,7 +316,7 @@ class Operator:
                     )
             except UNREACHABLE as error:
                 await self.pool.discard(settings)
-                message = f"server not reachable ({', '.join(settings.servers)}): {error}"
+                message = _unreachable(settings, error)
                 unknown = Condition("Unknown", "Unreachable", message)
                 return Outcome(
                     "unreachable",
@@ -395,6 +404,14 @@ class Operator:
     @staticmethod
     def _post(body: kopf.Body, event: Event) -> None:
         kopf.event(body, type=event.type, reason=event.reason, message=clip(event.message))
+
+
+def _unreachable(settings: ConnectionSettings, error: BaseException) -> str:
+    servers = ", ".join(settings.servers)
+    if isinstance(error, api.ApiUnavailable) and settings.js_domain:
+        # Connected, but nothing answers the domain's API: a wrong or unreachable domain.
+        return f"JetStream domain {settings.js_domain!r} not reachable via {servers}: {error}"
+    return f"server not reachable ({servers}): {error}"
 
 
 def _profiles_in(index: Any, namespace: str) -> dict[str, Mapping[str, str]]:

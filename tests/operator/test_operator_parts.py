@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from headwater.control import api
 from headwater.control.connection import ConnectionSettings
 from headwater.control.models import Consumer, Stream
 from headwater.testing import ServerProcess
@@ -16,9 +17,10 @@ from headwater_operator.config import parse_args
 from headwater_operator.connection import (
     ConnectionPool,
     FileCache,
+    InvalidConnection,
+    ProfileInvalid,
     ProfileLookup,
     ProfileMissing,
-    UnsupportedConnection,
     configmap_data,
     secret_data,
     settings_for,
@@ -125,10 +127,66 @@ def test_profile_resolution_order(tmp_path: Path) -> None:
     assert settings_for(spec(), empty, DEFAULTS, files, "headwater-connection") == DEFAULTS
     with pytest.raises(ProfileMissing, match="tenant-b"):
         settings_for(spec(account="tenant-b"), empty, DEFAULTS, files, "x")
-    with pytest.raises(UnsupportedConnection, match="nkey"):
-        settings_for(spec(nkey="SU..."), empty, DEFAULTS, files, "x")
     files.cleanup()
     assert creds.exists()  # a given cache dir belongs to the caller
+
+
+SEED = "SUAMK2FG4MI6UE3ACF3FK3OIQBCEIEZV7NSWFFEW63UXMRLFM2XLAXK4GY"
+
+
+def test_nkey_and_domain_from_profile_and_spec(tmp_path: Path) -> None:
+    files = FileCache(tmp_path / "cache")
+    defaults = DEFAULTS.model_copy(update={"js_domain": "operator"})
+    profiles = ProfileLookup(
+        secrets={"signer": {"nkey": SEED + "\n"}},
+        configmaps={"signer": {"servers": "nats://leaf:4222", "jsDomain": "hub"}},
+    )
+    # The operator's default domain and login, when no profile says otherwise.
+    plain = settings_for(spec(), profiles, defaults, files, "headwater-connection")
+    assert (plain.js_domain, plain.user, plain.nkey) == ("operator", "op", None)
+    # A profile's seed is written to a private file; its nkey login replaces the operator's.
+    signer = settings_for(spec(account="signer"), profiles, defaults, files, "x")
+    assert signer.servers == ("nats://leaf:4222",) and signer.js_domain == "hub"
+    assert (signer.user, signer.password, signer.token, signer.credentials) == (None,) * 4
+    seed = Path(signer.nkey or "")
+    assert seed.read_text() == SEED + "\n"
+    assert stat.S_IMODE(seed.stat().st_mode) == 0o600
+    assert signer.api_prefix == "$JS.hub.API"
+    # spec.jsDomain and spec.nkey (a path in the operator pod, as NACK has it) win.
+    direct = settings_for(
+        spec(account="signer", jsDomain="edge", nkey="/etc/nats/user.nk"),
+        profiles,
+        defaults,
+        files,
+        "x",
+    )
+    assert (direct.js_domain, direct.nkey) == ("edge", "/etc/nats/user.nk")
+    assert direct.servers == ("nats://leaf:4222",)
+    # A login named in the spec replaces every other: creds drops the profile's seed, and
+    # the operator's user.
+    creds = settings_for(spec(account="signer", creds="/c.creds"), profiles, defaults, files, "x")
+    assert (creds.credentials, creds.nkey, creds.user) == ("/c.creds", None, None)
+    nkey_only = settings_for(spec(nkey="/u.nk"), profiles, defaults, files, "x")
+    assert (nkey_only.nkey, nkey_only.user, nkey_only.password) == ("/u.nk", None, None)
+    # Settings differing only in domain or seed are different pool keys.
+    assert len({plain, signer, direct, nkey_only}) == 4
+
+
+def test_invalid_domains_blame_the_spec_or_the_profile(tmp_path: Path) -> None:
+    files = FileCache(tmp_path / "cache")
+    profiles = ProfileLookup(
+        secrets={}, configmaps={"dotted": {"jsDomain": "a.b"}, "fine": {"jsDomain": "hub"}}
+    )
+    with pytest.raises(InvalidConnection, match=r"spec\.jsDomain: invalid JetStream domain"):
+        settings_for(spec(account="fine", jsDomain="a.b"), profiles, DEFAULTS, files, "x")
+    with pytest.raises(ProfileInvalid, match=r"profile 'dotted': jsDomain: invalid JetStream"):
+        settings_for(spec(account="dotted"), profiles, DEFAULTS, files, "x")
+    # The namespace default profile is blamed by its name too.
+    with pytest.raises(ProfileInvalid, match="'dotted'"):
+        settings_for(spec(), profiles, DEFAULTS, files, "dotted")
+    # The spec's own domain replaces the profile's bad one, so nothing is wrong.
+    fixed = settings_for(spec(account="dotted", js_domain="hub"), profiles, DEFAULTS, files, "x")
+    assert fixed.js_domain == "hub"
 
 
 def test_an_owned_file_cache_is_removed() -> None:
@@ -171,6 +229,14 @@ def test_flags_and_environment() -> None:
     assert config.connection.token == "tok"
     assert config.sync_interval == 5.0 and config.metrics_port == 9999
     assert rest == ["-A", "--peering=p"]
+    assert (config.connection.nkey, config.connection.js_domain) == (None, None)
+    flagged, _ = parse_args(
+        ["--nkey", "/flag.nk", "--js-domain", "hub"],
+        {"NATS_NKEY": "/env.nk", "NATS_JS_DOMAIN": "env"},
+    )
+    assert (flagged.connection.nkey, flagged.connection.js_domain) == ("/flag.nk", "hub")
+    from_env, _ = parse_args([], {"NATS_NKEY": "/env.nk", "NATS_JS_DOMAIN": "env"})
+    assert (from_env.connection.nkey, from_env.connection.js_domain) == ("/env.nk", "env")
     defaults, rest = parse_args([], {})
     assert defaults.connection.servers == ConnectionSettings().servers
     assert defaults.metrics_port is None and rest == []
@@ -192,5 +258,26 @@ async def test_pool_reuses_connections_and_closes_idle_ones(shared_server: Serve
         await pool.discard(second)
         assert other.is_closed and len(pool) == 0
         assert (await pool.get(first)).is_connected
+    finally:
+        await pool.close()
+
+
+async def test_pool_keeps_one_connection_per_domain(shared_server: ServerProcess) -> None:
+    pool = ConnectionPool()
+    plain = ConnectionSettings(servers=(shared_server.url,))
+    hub = plain.model_copy(update={"js_domain": "hub"})
+    edge = ConnectionSettings(servers=(shared_server.url,), js_domain="edge")
+    try:
+        clients = [await pool.get(settings) for settings in (plain, hub, edge)]
+        assert len({id(client) for client in clients}) == 3 and len(pool) == 3
+        assert [api.prefix_of(client) for client in clients] == [
+            "$JS.API",
+            "$JS.hub.API",
+            "$JS.edge.API",
+        ]
+        assert (
+            await pool.get(ConnectionSettings(servers=(shared_server.url,), js_domain="hub"))
+            is clients[1]
+        )
     finally:
         await pool.close()

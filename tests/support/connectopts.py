@@ -25,8 +25,7 @@ def domain_server(kind: str, tmp_path: Path, domain: str = DOMAIN) -> Iterator[S
     conf = tmp_path / f"{kind}-domain.conf"
     store = tmp_path / f"{kind}-domain-store"
     conf.write_text(
-        f'host: 127.0.0.1\nport: -1\njetstream {{\n  store_dir: "{store}"\n'
-        f"  domain: {domain}\n}}\n"
+        f'host: 127.0.0.1\nport: -1\njetstream {{\n  store_dir: "{store}"\n  domain: {domain}\n}}\n'
     )
     server = ServerProcess(kind, args=["-c", str(conf)])
     server.start()
