@@ -14,19 +14,7 @@ from typer.testing import CliRunner
 from conftest import BOTH
 from headwater.cli.app import app
 from headwater.testing import ServerProcess
-from support.connectopts import DOMAIN, domain_server, nkey_server
-
-DOCUMENTS = """
-apiVersion: headwater.io/v1
-kind: Stream
-metadata: {name: orders}
-spec: {name: DORDERS, subjects: ["dorders.>"], maxAge: 1h}
----
-apiVersion: headwater.io/v1
-kind: KeyValue
-metadata: {name: settings}
-spec: {bucket: DSETTINGS, history: 3}
-"""
+from support.connectopts import DOCUMENTS, DOMAIN, domain_server, nkey_server
 
 
 @pytest.fixture(params=BOTH, scope="module")

@@ -11,7 +11,7 @@ from headwater.control.connection import DEFAULT_URL, ConnectionSettings
 from headwater.control.documents import parse_documents
 from headwater.control.reconcile import apply_resources, plan_resources
 from headwater.testing import ServerProcess
-from support.connectopts import DOMAIN, domain_server, nkey_server
+from support.connectopts import DOCUMENTS, DOMAIN, domain_server, nkey_server
 
 
 def test_defaults_to_the_local_server():
@@ -70,24 +70,11 @@ def test_a_domain_is_one_subject_token(domain):
         ConnectionSettings(js_domain=domain)
 
 
-DOMAIN_DOCUMENTS = """
-apiVersion: headwater.io/v1
-kind: Stream
-metadata: {name: orders}
-spec: {name: ORDERS, subjects: ["orders.>"], maxAge: 1h}
----
-apiVersion: headwater.io/v1
-kind: KeyValue
-metadata: {name: settings}
-spec: {bucket: SETTINGS, history: 3}
-"""
-
-
 @pytest.mark.parametrize("kind", ["headwater", "nats"])
 async def test_domain_settings_send_every_request_to_the_domain(kind, tmp_path):
     """Plan, apply, a backup and restore, all through ``$JS.hub.API``; a connection set to
     another domain finds no JetStream there, which shows the prefix is what is used."""
-    resources, errors = parse_documents(DOMAIN_DOCUMENTS)
+    resources, errors = parse_documents(DOCUMENTS)
     assert not errors
     with domain_server(kind, tmp_path) as server:
         nc = await ConnectionSettings(servers=server.url, js_domain=DOMAIN).connect()
@@ -96,13 +83,13 @@ async def test_domain_settings_send_every_request_to_the_domain(kind, tmp_path):
             assert report.ok and len(report.applied) == 2
             again, _ = await plan_resources(nc, resources)
             assert not again.has_changes
-            await nc.publish("orders.1", b"one")
+            await nc.publish("dorders.1", b"one")
             await nc.flush()
-            result = await backup_stream(nc, "ORDERS", tmp_path / "backup")
+            result = await backup_stream(nc, "DORDERS", tmp_path / "backup")
             assert result.messages == 1
-            await api.request(nc, "STREAM.DELETE.ORDERS")
+            await api.request(nc, "STREAM.DELETE.DORDERS")
             await restore_stream(nc, tmp_path / "backup")
-            info = await api.request(nc, "STREAM.INFO.ORDERS")
+            info = await api.request(nc, "STREAM.INFO.DORDERS")
             assert info["state"]["messages"] == 1
         finally:
             await nc.close()

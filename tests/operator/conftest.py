@@ -69,6 +69,21 @@ def consumer_info(server: ServerProcess, stream: str, name: str) -> dict[str, An
     return run_on(server, read)
 
 
+PROFILE_LABELS = {"headwater.io/connection": "true"}
+
+
+def create_object(cluster: Cluster, kind: str, name: str, **fields: object) -> None:
+    """A core object (a Secret or ConfigMap) in ``default``, labelled as a connection profile."""
+    cluster.kube.api.create(
+        {
+            "apiVersion": "v1",
+            "kind": kind,
+            "metadata": {"name": name, "namespace": "default", "labels": PROFILE_LABELS},
+            **fields,
+        }
+    )
+
+
 def eventually(check: Callable[[], Any], timeout: float = 10.0) -> Any:
     """Poll ``check`` until it returns something truthy; fail with its last value."""
     deadline = time.monotonic() + timeout

@@ -11,10 +11,16 @@ from headwater.control import api
 from headwater.control.connection import ConnectionSettings
 from headwater.testing import ServerProcess
 from support.fakekube import FakeKubeThread
-from tests.operator.conftest import Cluster, eventually, free_port, operator_config, run_operator
+from tests.operator.conftest import (
+    Cluster,
+    create_object,
+    eventually,
+    free_port,
+    operator_config,
+    run_operator,
+)
 
 USER, PASSWORD = "operator", "s3cret"
-LABELS = {"headwater.io/connection": "true"}
 
 
 @pytest.fixture(scope="module")
@@ -52,17 +58,6 @@ def stream_names(server: ServerProcess) -> list[str]:
             await nc.close()
 
     return asyncio.run(main())
-
-
-def create_object(cluster: Cluster, kind: str, name: str, **fields: object) -> None:
-    cluster.kube.api.create(
-        {
-            "apiVersion": "v1",
-            "kind": kind,
-            "metadata": {"name": name, "namespace": "default", "labels": LABELS},
-            **fields,
-        }
-    )
 
 
 def test_per_resource_profile_from_a_secret(cluster: Cluster) -> None:

@@ -16,9 +16,13 @@ from headwater.control.connection import ConnectionSettings
 from headwater.testing import ServerProcess
 from support.connectopts import DOMAIN, domain_server, nkey_server
 from support.fakekube import FakeKubeThread
-from tests.operator.conftest import Cluster, eventually, operator_config, run_operator
-
-LABELS = {"headwater.io/connection": "true"}
+from tests.operator.conftest import (
+    Cluster,
+    create_object,
+    eventually,
+    operator_config,
+    run_operator,
+)
 
 
 def stream_exists(settings: ConnectionSettings, name: str) -> bool:
@@ -37,17 +41,6 @@ def stream_exists(settings: ConnectionSettings, name: str) -> bool:
             await nc.close()
 
     return asyncio.run(main())
-
-
-def create_object(cluster: Cluster, kind: str, name: str, **fields: object) -> None:
-    cluster.kube.api.create(
-        {
-            "apiVersion": "v1",
-            "kind": kind,
-            "metadata": {"name": name, "namespace": "default", "labels": LABELS},
-            **fields,
-        }
-    )
 
 
 def condition_with(cluster: Cluster, name: str, kind: str, reason: str) -> dict[str, Any]:

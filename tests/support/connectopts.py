@@ -19,6 +19,19 @@ from headwater.testing import ServerProcess
 
 DOMAIN = "hub"
 
+DOCUMENTS = """
+apiVersion: headwater.io/v1
+kind: Stream
+metadata: {name: orders}
+spec: {name: DORDERS, subjects: ["dorders.>"], maxAge: 1h}
+---
+apiVersion: headwater.io/v1
+kind: KeyValue
+metadata: {name: settings}
+spec: {bucket: DSETTINGS, history: 3}
+"""
+"""A stream and a KV bucket, for the ways in to plan and apply in a domain."""
+
 
 @contextlib.contextmanager
 def domain_server(kind: str, tmp_path: Path, domain: str = DOMAIN) -> Iterator[ServerProcess]:
