@@ -11,7 +11,8 @@ from headwater.control.connection import DEFAULT_URL, ConnectionSettings
 from headwater.control.documents import parse_documents
 from headwater.control.reconcile import apply_resources, plan_resources
 from headwater.testing import ServerProcess
-from support.connectopts import DOCUMENTS, DOMAIN, domain_server, nkey_server
+from support.certs import pki_fixture as pki_fixture  # registers the session fixture "pki"
+from support.connectopts import DOCUMENTS, DOMAIN, domain_server, nkey_server, tls_first_server
 
 
 def test_defaults_to_the_local_server():
@@ -111,3 +112,18 @@ async def test_nkey_seed_authenticates(tmp_path):
             await nc.close()
         with pytest.raises(Exception, match=r"[Aa]uthorization"):
             await ConnectionSettings(servers=server.url).connect()
+
+
+async def test_tls_first(tmp_path, pki):
+    """TLS before the server's INFO (nats-server only: headwater-server has no TLS-first
+    listener). Without ``tls_first`` the client waits for an INFO that never comes."""
+    with tls_first_server(tmp_path, pki) as server:
+        first = ConnectionSettings(servers=server.url, tls_ca=str(pki.ca_cert), tls_first=True)
+        nc = await first.connect()
+        try:
+            assert "api" in await api.request(nc, "INFO")
+        finally:
+            await nc.close()
+        late = ConnectionSettings(servers=server.url, tls_ca=str(pki.ca_cert), connect_timeout=1)
+        with pytest.raises(Exception):  # noqa: B017 - nats-py reports it as a timeout or EOF
+            await late.connect()

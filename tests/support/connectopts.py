@@ -4,6 +4,8 @@
 domain's API prefix ``$JS.<domain>.API`` to their own clients). ``nkey_server`` starts
 nats-server with one nkey user and writes that user's seed file: headwater-server has no
 nkey users, so nkey authentication is checked against the reference only.
+``tls_first_server`` starts nats-server requiring TLS before its INFO (``handshake_first``),
+also the reference only.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 import nkeys
 
 from headwater.testing import ServerProcess
+from support.certs import TestPKI
 
 DOMAIN = "hub"
 
@@ -71,5 +74,24 @@ def nkey_server(tmp_path: Path) -> Iterator[tuple[ServerProcess, Path]]:
     server.start()
     try:
         yield server, seed
+    finally:
+        server.cleanup()
+
+
+@contextlib.contextmanager
+def tls_first_server(tmp_path: Path, pki: TestPKI) -> Iterator[ServerProcess]:
+    """nats-server with JetStream whose clients must start TLS before anything else
+    (``handshake_first``; headwater-server has no TLS-first listener)."""
+    conf = tmp_path / "tls-first.conf"
+    store = tmp_path / "tls-first-store"
+    conf.write_text(
+        f'host: 127.0.0.1\nport: -1\njetstream {{\n  store_dir: "{store}"\n}}\n'
+        f'tls {{\n  cert_file: "{pki.server_cert}"\n  key_file: "{pki.server_key}"\n'
+        "  handshake_first: true\n}\n"
+    )
+    server = ServerProcess("nats", args=["-c", str(conf)])
+    server.start()
+    try:
+        yield server
     finally:
         server.cleanup()

@@ -41,6 +41,9 @@ class ConnectionSettings(BaseModel):
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_ca: str | None = None
+    tls_first: bool = False
+    """Start TLS before the server's INFO (nats-server's ``tls { handshake_first: true }``),
+    for proxies and load balancers that only speak TLS."""
     connect_timeout: float = 5.0
     """Seconds for the first connection; a control plane should fail fast, not retry forever."""
 
@@ -94,8 +97,9 @@ class ConnectionSettings(BaseModel):
         return cls.model_validate(values)
 
     def ssl_context(self) -> ssl.SSLContext | None:
-        """A client TLS context when any TLS file is set, else None (plain TCP or tls:// URL)."""
-        if not (self.tls_ca or self.tls_cert or self.tls_key):
+        """A client TLS context when any TLS file is set or TLS comes first, else None (plain
+        TCP or tls:// URL)."""
+        if not (self.tls_ca or self.tls_cert or self.tls_key or self.tls_first):
             return None
         context = ssl.create_default_context(cafile=self.tls_ca)
         if self.tls_cert:
@@ -131,6 +135,8 @@ class ConnectionSettings(BaseModel):
         context = self.ssl_context()
         if context is not None:
             kwargs["tls"] = context
+        if self.tls_first:
+            kwargs["tls_handshake_first"] = True
         kwargs.update(options)
         try:
             nc = await nats.connect(**kwargs)
