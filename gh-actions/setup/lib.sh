@@ -9,6 +9,14 @@ hw() {
   "${HW_PYTHON:-python3}" -m headwater.cli "${HW_CONNECTION[@]}" "$@"
 }
 
+# A yes/no input: true for true/yes/1 in any case.
+hw_true() {
+  case "$1" in
+    true | True | TRUE | yes | Yes | YES | 1) return 0 ;;
+    *) return 1 ;;
+  esac
+}
+
 # Connection flags from the connection inputs; an empty server leaves the CLI to $NATS_URL.
 HW_CONNECTION=()
 if [[ -n "${HW_SERVER:-}" ]]; then HW_CONNECTION+=(--server "$HW_SERVER"); fi
@@ -20,6 +28,7 @@ if [[ -n "${HW_NKEY:-}" ]]; then HW_CONNECTION+=(--nkey "$HW_NKEY"); fi
 if [[ -n "${HW_TLS_CERT:-}" ]]; then HW_CONNECTION+=(--tlscert "$HW_TLS_CERT"); fi
 if [[ -n "${HW_TLS_KEY:-}" ]]; then HW_CONNECTION+=(--tlskey "$HW_TLS_KEY"); fi
 if [[ -n "${HW_TLS_CA:-}" ]]; then HW_CONNECTION+=(--tlsca "$HW_TLS_CA"); fi
+if hw_true "${HW_TLS_FIRST:-}"; then HW_CONNECTION+=(--tlsfirst); fi
 if [[ -n "${HW_JS_DOMAIN:-}" ]]; then HW_CONNECTION+=(--js-domain "$HW_JS_DOMAIN"); fi
 if [[ -n "${HW_TIMEOUT:-}" ]]; then HW_CONNECTION+=(--timeout "$HW_TIMEOUT"); fi
 
@@ -34,14 +43,6 @@ hw_file_args() {
     echo "::error title=headwater::the files input names no file or directory"
     return 1
   fi
-}
-
-# A yes/no input: true for true/yes/1 in any case.
-hw_true() {
-  case "$1" in
-    true | True | TRUE | yes | Yes | YES | 1) return 0 ;;
-    *) return 1 ;;
-  esac
 }
 
 # A scratch directory for this step.

@@ -69,6 +69,13 @@ def parse_args(
     parser.add_argument("--tls-key", default=env.get("NATS_TLS_KEY"))
     parser.add_argument("--tls-ca", default=env.get("NATS_TLS_CA"))
     parser.add_argument(
+        "--tlsfirst",
+        "--tls-first",
+        dest="tls_first",
+        action="store_true",
+        help="default: start TLS before the server's INFO (tls handshake_first)",
+    )
+    parser.add_argument(
         "--connection-profile",
         default=env.get("HEADWATER_CONNECTION_PROFILE", DEFAULT_PROFILE),
         help="name of the per-namespace Secret/ConfigMap with connection settings",
@@ -99,6 +106,7 @@ def parse_args(
         tls_cert=options.tls_cert,
         tls_key=options.tls_key,
         tls_ca=options.tls_ca,
+        tls_first=options.tls_first,
     )
     config = OperatorConfig(
         connection=connection,

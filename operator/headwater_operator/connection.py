@@ -5,9 +5,10 @@ resource's namespace. It is chosen by ``spec.account`` (NACK's field for a conne
 profile), else the namespace default (``headwater-connection``), else the operator's own
 defaults (flags and ``NATS_URL``). Keys: ``servers`` (comma-separated URLs), ``user``,
 ``password``, ``token``, ``creds`` (the .creds file's content), ``nkey`` (an nkey user seed,
-``SU...``), ``jsDomain`` (the JetStream domain), ``tls.crt``, ``tls.key`` and ``ca.crt`` (PEM).
-``spec.servers``, ``spec.creds``, ``spec.nkey``, ``spec.tls`` (paths inside the operator pod,
-as NACK has them) and ``spec.jsDomain`` override the profile.
+``SU...``), ``jsDomain`` (the JetStream domain), ``tls.crt``, ``tls.key`` and ``ca.crt`` (PEM),
+``tlsFirst`` (``true``/``false``: TLS before the server's INFO). ``spec.servers``,
+``spec.creds``, ``spec.nkey``, ``spec.tls`` (paths inside the operator pod, as NACK has them),
+``spec.tlsFirst`` and ``spec.jsDomain`` override the profile.
 
 Connections are pooled by their whole settings, the domain and the nkey seed's path included,
 so resources in different domains or logging in as different users never share one.
@@ -46,6 +47,7 @@ PROFILE_KEYS = (
     "tls.crt",
     "tls.key",
     "ca.crt",
+    "tlsFirst",
 )
 LOGIN_FIELDS = ("user", "password", "token", "credentials", "nkey")
 """The ways to log in: a profile or spec that names one replaces the others, never mixes."""
@@ -58,6 +60,7 @@ SPEC_NAMES = {
     "tls_cert": "spec.tls.clientCert",
     "tls_key": "spec.tls.clientKey",
     "tls_ca": "spec.tls.rootCas",
+    "tls_first": "spec.tlsFirst",
 }
 PROFILE_NAMES = {
     "servers": "servers",
@@ -70,6 +73,7 @@ PROFILE_NAMES = {
     "tls_cert": "tls.crt",
     "tls_key": "tls.key",
     "tls_ca": "ca.crt",
+    "tls_first": "tlsFirst",
 }
 
 
@@ -221,6 +225,9 @@ def _from_profile(profile: Mapping[str, str], files: FileCache) -> dict[str, Any
     ):
         if profile.get(key):
             values[field] = files.path_for(profile[key], suffix)
+    if profile.get("tlsFirst", "").strip():
+        # "true"/"false" (pydantic reads yes/no/1/0 too); anything else is ProfileInvalid.
+        values["tls_first"] = profile["tlsFirst"].strip()
     return values
 
 
@@ -238,6 +245,9 @@ def _from_spec(spec: ResourceSpec) -> dict[str, Any]:
         values["nkey"] = spec.nkey
     if spec.tls:
         values |= _from_nack_tls(spec.tls)
+    if spec.tls_first is not None:
+        # An explicit false wins too: this resource's server does not want TLS first.
+        values["tls_first"] = spec.tls_first
     if spec.js_domain:
         values["js_domain"] = spec.js_domain
     return values

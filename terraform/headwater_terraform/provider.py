@@ -2,10 +2,11 @@
 
 The block fills the control plane's ``ConnectionSettings``, the same model the CLI and the
 operator use, so ``servers``, ``credentials``, ``user``/``password``, ``token``, ``nkey``,
-``js_domain`` and the TLS files mean the same thing everywhere; ``NATS_URL``, ``NATS_CREDS``,
-``NATS_NKEY``, ``NATS_JS_DOMAIN`` (and the other ``NATS_*`` variables ``from_env`` reads) fill
-what the block leaves out. ``js_domain`` is recorded on the connection, so every JetStream call
-(the core's ``api`` requests and ``api.jetstream(nc)`` for KV entries) goes to that domain.
+``js_domain``, the TLS files and ``tls_first`` mean the same thing everywhere; ``NATS_URL``,
+``NATS_CREDS``, ``NATS_NKEY``, ``NATS_JS_DOMAIN`` (and the other ``NATS_*`` variables
+``from_env`` reads) fill what the block leaves out. ``js_domain`` is recorded on the
+connection, so every JetStream call (the core's ``api`` requests and ``api.jetstream(nc)`` for
+KV entries) goes to that domain.
 """
 
 from __future__ import annotations
@@ -42,6 +43,13 @@ SETTINGS = (
     ("tls_cert", "Path to a PEM client certificate."),
     ("tls_key", "Path to the client certificate's PEM key."),
 )
+#: Boolean settings (the others are strings).
+FLAGS = (
+    (
+        "tls_first",
+        "Start TLS before the server's INFO, for a server with `tls { handshake_first: true }`.",
+    ),
+)
 SENSITIVE = frozenset({"password", "token"})
 
 
@@ -74,6 +82,10 @@ class HeadwaterProvider:
                 )
                 for name, text in SETTINGS
             ]
+            + [
+                schema.Attribute(name, types.Bool(), description=text, optional=True)
+                for name, text in FLAGS
+            ]
         )
 
     def validate_config(self, diags: Diagnostics, config: dict[str, Any]) -> None:
@@ -83,7 +95,7 @@ class HeadwaterProvider:
     def configure_provider(self, diags: Diagnostics, config: dict[str, Any]) -> None:
         # Terraform configures the provider once per command; in reattach mode one process
         # serves many commands, so this only records settings and connects lazily.
-        values = {name: config.get(name) for name, _text in SETTINGS}
+        values = {name: config.get(name) for name, _text in (*SETTINGS, *FLAGS)}
         try:
             self.settings = ConnectionSettings.from_env(**values)
         except ValidationError as failure:

@@ -1,6 +1,7 @@
-"""``--js-domain`` and ``--nkey``: every JetStream request of the CLI goes to the domain's API
-(``$JS.<domain>.API``), on both servers; an nkey seed authenticates (nats-server only:
-headwater-server has no nkey users)."""
+"""``--js-domain``, ``--nkey`` and ``--tlsfirst``: every JetStream request of the CLI goes to the
+domain's API (``$JS.<domain>.API``), on both servers; an nkey seed authenticates and TLS can come
+before the server's INFO (nats-server only: headwater-server has neither nkey users nor a
+TLS-first listener)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from typer.testing import CliRunner
 from conftest import BOTH
 from headwater.cli.app import app
 from headwater.testing import ServerProcess
-from support.connectopts import DOCUMENTS, DOMAIN, domain_server, nkey_server
+from support.certs import TestPKI
+from support.certs import pki_fixture as pki_fixture  # registers the session fixture "pki"
+from support.connectopts import DOCUMENTS, DOMAIN, domain_server, nkey_server, tls_first_server
 
 
 @pytest.fixture(params=BOTH, scope="module")
@@ -137,6 +140,18 @@ def test_nkey_seed_authenticates(tmp_path: Path) -> None:
 
         missing = cli.fails("--nkey", str(tmp_path / "missing.nk"), "account", "info")
         assert "missing.nk" in missing.stderr
+
+
+def test_tls_first(tmp_path: Path, pki: TestPKI) -> None:
+    """A server with ``handshake_first`` answers only a client that starts TLS at once; the
+    others wait for an INFO that never comes and fail with exit code 1."""
+    with tls_first_server(tmp_path, pki) as server:
+        cli = Cli(server.url)
+        tls = ("--tlsca", str(pki.ca_cert))
+        cli.ok(*tls, "--tlsfirst", "stream", "add", "FIRST", "--subjects", "first.*")
+        assert cli.json(*tls, "--tlsfirst", "stream", "ls", "--names") == ["FIRST"]
+        late = cli.fails(*tls, "--timeout", "1s", "stream", "ls")
+        assert "cannot connect" in late.stderr
 
 
 def test_an_empty_server_list_is_a_usage_error() -> None:

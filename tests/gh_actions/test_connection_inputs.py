@@ -1,11 +1,12 @@
-"""The connection inputs every server action shares: user/password, token, TLS files and a
-credentials file, through the publish action against servers that require them."""
+"""The connection inputs every server action shares: user/password, token, TLS files (TLS first
+too) and a credentials file, through the publish action against servers that require them."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from gh_actions.locations import ACTIONS, RunAction
@@ -13,6 +14,7 @@ from gh_actions.locations import ACTIONS, RunAction
 from headwater.testing import ServerProcess
 from support.certs import TestPKI
 from support.certs import pki_fixture as pki_fixture  # registers the session fixture "pki"
+from support.connectopts import tls_first_server
 
 
 def serve(*args: str) -> Iterator[ServerProcess]:
@@ -74,6 +76,14 @@ def test_tls_files(mutual_tls_server: ServerProcess, act: RunAction, pki: TestPK
     assert not publish(act, url, tls_ca=str(pki.ca_cert))  # the server wants a client cert
 
 
+def test_tls_first(act: RunAction, pki: TestPKI, tmp_path: Path) -> None:
+    """nats-server with ``handshake_first`` (headwater-server has no TLS-first listener)."""
+    with tls_first_server(tmp_path, pki) as server:
+        ca = str(pki.ca_cert)
+        assert publish(act, server.url, tls_ca=ca, tls_first="true")
+        assert not publish(act, server.url, tls_ca=ca, tls_first="false")
+
+
 def connection_flags(env: dict[str, str]) -> list[str]:
     """The CLI flags gh-actions/setup/lib.sh builds from the actions' HW_* variables."""
     script = 'source "$1"; for flag in "${HW_CONNECTION[@]}"; do printf "%s\\n" "$flag"; done'
@@ -99,6 +109,7 @@ def test_every_connection_input_becomes_its_cli_flag() -> None:
         "HW_TLS_CERT": "c.pem",
         "HW_TLS_KEY": "k.pem",
         "HW_TLS_CA": "ca.pem",
+        "HW_TLS_FIRST": "true",
         "HW_JS_DOMAIN": "hub",
         "HW_TIMEOUT": "3s",
     }
@@ -112,10 +123,11 @@ def test_every_connection_input_becomes_its_cli_flag() -> None:
         "--tlscert", "c.pem",
         "--tlskey", "k.pem",
         "--tlsca", "ca.pem",
+        "--tlsfirst",
         "--js-domain", "hub",
         "--timeout", "3s",
     ]  # fmt: skip
-    assert connection_flags({"HW_SERVER": "", "HW_TOKEN": ""}) == []
+    assert connection_flags({"HW_SERVER": "", "HW_TOKEN": "", "HW_TLS_FIRST": "false"}) == []
 
 
 def test_server_falls_back_to_nats_url(token_server: ServerProcess, act: RunAction) -> None:

@@ -32,6 +32,7 @@ CONNECTION_INPUTS = {
     "tls-cert": "HW_TLS_CERT",
     "tls-key": "HW_TLS_KEY",
     "tls-ca": "HW_TLS_CA",
+    "tls-first": "HW_TLS_FIRST",
     "js-domain": "HW_JS_DOMAIN",
     "timeout": "HW_TIMEOUT",
 }

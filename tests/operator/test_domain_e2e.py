@@ -1,5 +1,6 @@
-"""JetStream domains and nkey seeds end to end: the spec's ``jsDomain``/``nkey`` and a
-profile's ``jsDomain``/``nkey`` keys, through kopf's real runner and a real server."""
+"""JetStream domains, nkey seeds and TLS first end to end: the spec's ``jsDomain``/``nkey``/
+``tlsFirst`` and a profile's ``jsDomain``/``nkey`` keys, through kopf's real runner and a real
+server."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import pytest
 from headwater.control import api
 from headwater.control.connection import ConnectionSettings
 from headwater.testing import ServerProcess
-from support.connectopts import DOMAIN, domain_server, nkey_server
+from support.certs import TestPKI
+from support.certs import pki_fixture as pki_fixture  # registers the session fixture "pki"
+from support.connectopts import DOMAIN, domain_server, nkey_server, tls_first_server
 from support.fakekube import FakeKubeThread
 from tests.operator.conftest import (
     Cluster,
@@ -172,3 +175,24 @@ def test_invalid_spec_js_domain_is_an_invalid_spec(
         invalid = condition_with(cluster, "dotted", "InSync", "Invalid")
         assert "spec.jsDomain" in invalid["message"] and "'a.b'" in invalid["message"]
         assert cluster.events("dotted", "Invalid")
+
+
+def test_spec_tls_first_reaches_a_tls_first_server(
+    fake_kube_thread: FakeKubeThread, tmp_path: Path, pki: TestPKI
+) -> None:
+    """NACK's ``spec.tlsFirst`` (nats-server only: headwater-server has no TLS-first listener).
+    The same CA without it waits for an INFO the server never sends first."""
+    with tls_first_server(tmp_path, pki) as server:
+        roots = {"rootCas": [str(pki.ca_cert)]}
+        first = ConnectionSettings(servers=(server.url,), tls_ca=str(pki.ca_cert), tls_first=True)
+        plain = ConnectionSettings(servers=(server.url,))
+        with start_cluster(fake_kube_thread, server, plain) as cluster:
+            cluster.create("Stream", "first", {"name": "FIRST", "tls": roots, "tlsFirst": True})
+            cluster.create("Stream", "late", {"name": "LATE", "tls": roots})
+            eventually(
+                lambda: cluster.condition("streams", "first", "Ready").get("status") == "True"
+            )
+            assert stream_exists(first, "FIRST")
+            late = condition_with(cluster, "late", "Ready", "Unreachable")
+            assert late["status"] != "True"
+            assert not stream_exists(first, "LATE")

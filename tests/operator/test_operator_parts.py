@@ -189,6 +189,39 @@ def test_invalid_domains_blame_the_spec_or_the_profile(tmp_path: Path) -> None:
     assert fixed.js_domain == "hub"
 
 
+def test_tls_first_from_flag_profile_and_spec(tmp_path: Path) -> None:
+    """NACK's ``spec.tlsFirst`` overrides a profile's ``tlsFirst``, which overrides the
+    operator's ``--tlsfirst``; an explicit false in the spec wins as well."""
+    files = FileCache(tmp_path / "cache")
+    flagged, _ = parse_args(["--tlsfirst"], {})
+    assert flagged.connection.tls_first is True
+    assert parse_args([], {})[0].connection.tls_first is False
+    defaults = flagged.connection
+    profiles = ProfileLookup(
+        secrets={},
+        configmaps={
+            "first": {"tlsFirst": "true", "ca.crt": "-----BEGIN CERTIFICATE-----"},
+            "late": {"tlsFirst": " false "},
+            "blank": {"tlsFirst": ""},
+            "garbled": {"tlsFirst": "maybe"},
+        },
+    )
+    assert settings_for(spec(), profiles, defaults, files, "x").tls_first is True
+    assert settings_for(spec(account="late"), profiles, defaults, files, "x").tls_first is False
+    assert settings_for(spec(account="blank"), profiles, defaults, files, "x").tls_first is True
+    first = settings_for(spec(account="first"), profiles, DEFAULTS, files, "x")
+    assert first.tls_first is True and first.tls_ca is not None
+    overridden = settings_for(spec(account="first", tlsFirst=False), profiles, DEFAULTS, files, "x")
+    assert overridden.tls_first is False
+    direct = settings_for(
+        spec(tlsFirst=True, tls={"rootCas": ["/etc/nats/ca.pem"]}), profiles, DEFAULTS, files, "x"
+    )
+    assert (direct.tls_first, direct.tls_ca) == (True, "/etc/nats/ca.pem")
+    assert len({first, overridden, DEFAULTS}) == 3  # separate pooled connections
+    with pytest.raises(ProfileInvalid, match=r"profile 'garbled': tlsFirst: .*boolean"):
+        settings_for(spec(account="garbled"), profiles, DEFAULTS, files, "x")
+
+
 def test_an_owned_file_cache_is_removed() -> None:
     files = FileCache()
     path = Path(files.path_for("secret", ".key"))

@@ -1,11 +1,14 @@
 """The provider block: user/password, token and mutual TLS, each against a server that
 requires it, and wrong credentials as a plan-time error. One server process per case, both
-kinds (they take the same flags)."""
+kinds (they take the same flags); ``tls_first`` against nats-server only (headwater-server has
+no TLS-first listener)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +16,7 @@ from conftest import BOTH
 from headwater.testing import ServerProcess, nats_server_binary
 from support.certs import TestPKI
 from support.certs import pki_fixture as pki_fixture  # registers the session fixture "pki"
+from support.connectopts import tls_first_server
 from tests.terraform.conftest import Terraform
 
 STREAM = 'resource "headwater_stream" "s" {\n  name = "SECURED"\n}\n'
@@ -81,3 +85,28 @@ def test_mutual_tls(tf: Terraform, kind: str, pki: TestPKI) -> None:
         )
         tf.apply()
         assert tf.plan().returncode == 0
+
+
+def test_tls_first(tf: Terraform, pki: TestPKI, tmp_path: Path) -> None:
+    if nats_server_binary() is None:
+        pytest.fail("nats-server is not installed")
+    with tls_first_server(tmp_path, pki) as server:
+        block = provider(servers=server.url, tls_ca=str(pki.ca_cert))
+        tf.write(STREAM, block)
+        refused = tf.plan()  # the client waits for an INFO the server never sends first
+        assert refused.returncode == 1, refused
+        assert refused.says("can not connect"), refused
+        tf.write(STREAM, block.replace("}\n", "  tls_first = true\n}\n"))
+        tf.apply()
+        assert tf.plan().returncode == 0
+        assert tf.attributes("headwater_stream.s")["name"] == "SECURED"
+
+
+def test_tls_first_in_the_provider_schema(tf: Terraform) -> None:
+    tf.write("", provider())
+    shown = tf.run("providers", "schema", "-json", check=True)
+    schemas = json.loads(shown.output)["provider_schemas"]
+    attributes = schemas["headwater.io/headwater/headwater"]["provider"]["block"]["attributes"]
+    assert attributes["tls_first"]["type"] == "bool"
+    assert attributes["tls_first"]["optional"] is True
+    assert "handshake_first" in attributes["tls_first"]["description"]

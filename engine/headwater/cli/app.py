@@ -109,6 +109,11 @@ def root(
     tlscert: str | None = typer.Option(None, "--tlscert", help="Client certificate file."),
     tlskey: str | None = typer.Option(None, "--tlskey", help="Client private key file."),
     tlsca: str | None = typer.Option(None, "--tlsca", help="CA certificate file."),
+    tlsfirst: bool = typer.Option(
+        False,
+        "--tlsfirst",
+        help="Start TLS before the server's INFO (a server with tls handshake_first).",
+    ),
     js_domain: str | None = typer.Option(
         None,
         "--js-domain",
@@ -132,6 +137,7 @@ def root(
             tls_cert=tlscert,
             tls_key=tlskey,
             tls_ca=tlsca,
+            tls_first=tlsfirst,
             connect_timeout=seconds,
         )
     except ValidationError as error:
