@@ -102,9 +102,9 @@ async def test_domain_settings_send_every_request_to_the_domain(kind, tmp_path):
             await elsewhere.close()
 
 
-async def test_nkey_seed_authenticates(tmp_path):
-    """nkey users exist on nats-server only (headwater-server has none yet)."""
-    with nkey_server(tmp_path) as (server, seed):
+@pytest.mark.parametrize("kind", ["headwater", "nats"])
+async def test_nkey_seed_authenticates(kind, tmp_path):
+    with nkey_server(tmp_path, kind) as (server, seed):
         nc = await ConnectionSettings(servers=server.url, nkey=str(seed)).connect()
         try:
             assert "api" in await api.request(nc, "INFO")
@@ -114,10 +114,11 @@ async def test_nkey_seed_authenticates(tmp_path):
             await ConnectionSettings(servers=server.url).connect()
 
 
-async def test_tls_first(tmp_path, pki):
-    """TLS before the server's INFO (nats-server only: headwater-server has no TLS-first
-    listener). Without ``tls_first`` the client waits for an INFO that never comes."""
-    with tls_first_server(tmp_path, pki) as server:
+@pytest.mark.parametrize("kind", ["headwater", "nats"])
+async def test_tls_first(kind, tmp_path, pki):
+    """TLS before the server's INFO. Without ``tls_first`` the client waits for an INFO that
+    never comes."""
+    with tls_first_server(tmp_path, pki, kind) as server:
         first = ConnectionSettings(servers=server.url, tls_ca=str(pki.ca_cert), tls_first=True)
         nc = await first.connect()
         try:

@@ -2,10 +2,10 @@
 
 ``domain_server`` starts either server with ``jetstream { domain: ... }`` (both answer the
 domain's API prefix ``$JS.<domain>.API`` to their own clients). ``nkey_server`` starts
-nats-server with one nkey user and writes that user's seed file: headwater-server has no
-nkey users, so nkey authentication is checked against the reference only.
-``tls_first_server`` starts nats-server requiring TLS before its INFO (``handshake_first``),
-also the reference only.
+a server (nats-server unless ``kind`` says otherwise) with one nkey user and writes that
+user's seed file. ``tls_first_server`` starts one requiring TLS before its INFO
+(``handshake_first``). Both servers support both; the defaults stay nats-server so existing
+callers keep their reference.
 """
 
 from __future__ import annotations
@@ -61,16 +61,16 @@ def user_seed(tmp_path: Path) -> tuple[Path, str]:
 
 
 @contextlib.contextmanager
-def nkey_server(tmp_path: Path) -> Iterator[tuple[ServerProcess, Path]]:
-    """nats-server with JetStream that admits only one nkey user; yields it and the seed."""
+def nkey_server(tmp_path: Path, kind: str = "nats") -> Iterator[tuple[ServerProcess, Path]]:
+    """A server with JetStream that admits only one nkey user; yields it and the seed."""
     seed, public = user_seed(tmp_path)
-    conf = tmp_path / "nkey.conf"
-    store = tmp_path / "nkey-store"
+    conf = tmp_path / f"{kind}-nkey.conf"
+    store = tmp_path / f"{kind}-nkey-store"
     conf.write_text(
         f'host: 127.0.0.1\nport: -1\njetstream {{\n  store_dir: "{store}"\n}}\n'
         f'authorization {{\n  users = [ {{ nkey: "{public}" }} ]\n}}\n'
     )
-    server = ServerProcess("nats", args=["-c", str(conf)])
+    server = ServerProcess(kind, args=["-c", str(conf)])
     server.start()
     try:
         yield server, seed
@@ -79,17 +79,17 @@ def nkey_server(tmp_path: Path) -> Iterator[tuple[ServerProcess, Path]]:
 
 
 @contextlib.contextmanager
-def tls_first_server(tmp_path: Path, pki: TestPKI) -> Iterator[ServerProcess]:
-    """nats-server with JetStream whose clients must start TLS before anything else
-    (``handshake_first``; headwater-server has no TLS-first listener)."""
-    conf = tmp_path / "tls-first.conf"
-    store = tmp_path / "tls-first-store"
+def tls_first_server(tmp_path: Path, pki: TestPKI, kind: str = "nats") -> Iterator[ServerProcess]:
+    """A server with JetStream whose clients must start TLS before anything else
+    (``handshake_first``)."""
+    conf = tmp_path / f"{kind}-tls-first.conf"
+    store = tmp_path / f"{kind}-tls-first-store"
     conf.write_text(
         f'host: 127.0.0.1\nport: -1\njetstream {{\n  store_dir: "{store}"\n}}\n'
         f'tls {{\n  cert_file: "{pki.server_cert}"\n  key_file: "{pki.server_key}"\n'
         "  handshake_first: true\n}\n"
     )
-    server = ServerProcess("nats", args=["-c", str(conf)])
+    server = ServerProcess(kind, args=["-c", str(conf)])
     server.start()
     try:
         yield server

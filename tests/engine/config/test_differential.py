@@ -35,6 +35,10 @@ pytestmark = pytest.mark.differential
 
 VALID, INVALID = True, False
 
+NKEY_A = "UCXLYFDBA4XHHIW6R4WLBLQ5ZPMX77JSJNYLVLGLHWLFHSI7NBIQNR26"
+NKEY_B = "UDVMIACGHDRQYOGXXYM3PXVGOKD263LWHF7BGLLECIRXH55D245ZH6VQ"
+ACCOUNT_KEY = "ADW6YZAURHOOWP3HNA5VFIFHH5JCEWKR4JBKKDXTBXQSAJG2W5HDGCV2"
+
 CASES: list[tuple[str, str, bool]] = [
     # syntax forms
     ("colon", "port: 4222", VALID),
@@ -124,6 +128,21 @@ CASES: list[tuple[str, str, bool]] = [
     ("unknown authorization key", "authorization { foo: 1 }", INVALID),
     ("unknown user key", "authorization { users: [{user: a, password: b, foo: 1}] }", INVALID),
     ("authorization not a block", "authorization: 5", INVALID),
+    ("nkey users", f"authorization {{ users: [{{nkey: {NKEY_A}}}, {{nkey: {NKEY_B}}}] }}", VALID),
+    (
+        "mixed users",
+        f"authorization {{ users: [{{nkey: {NKEY_A}}}, {{user: a, password: b}}] }}",
+        VALID,
+    ),
+    ("nkey not a key", "authorization { users: [{nkey: UABC}] }", INVALID),
+    ("account nkey", f"authorization {{ users: [{{nkey: {ACCOUNT_KEY}}}] }}", INVALID),
+    ("nkey and user", f"authorization {{ users: [{{nkey: {NKEY_A}, user: a}}] }}", INVALID),
+    (
+        "duplicate nkeys",
+        f"authorization {{ users: [{{nkey: {NKEY_A}}}, {{nkey: {NKEY_A}}}] }}",
+        INVALID,
+    ),
+    ("nkey users and token", f"authorization {{ token: t, users: [{{nkey: {NKEY_A}}}] }}", INVALID),
     # tls
     ("tls", "tls { cert_file: inc/cert.pem, key_file: inc/key.pem, timeout: 3 }", VALID),
     (
@@ -138,6 +157,31 @@ CASES: list[tuple[str, str, bool]] = [
         INVALID,
     ),
     ("unknown tls key", "tls { foo: 1 }", INVALID),
+    (
+        "tls first",
+        "tls { cert_file: inc/cert.pem, key_file: inc/key.pem, handshake_first: true }",
+        VALID,
+    ),
+    (
+        "tls first as word",
+        'tls { cert_file: inc/cert.pem, key_file: inc/key.pem, first: "off" }',
+        VALID,
+    ),
+    (
+        "tls first immediate",
+        "tls { cert_file: inc/cert.pem, key_file: inc/key.pem, immediate: true }",
+        VALID,
+    ),
+    (
+        "tls first bad word",
+        'tls { cert_file: inc/cert.pem, key_file: inc/key.pem, handshake_first: "maybe" }',
+        INVALID,
+    ),
+    (
+        "tls first number",
+        "tls { cert_file: inc/cert.pem, key_file: inc/key.pem, handshake_first: 5 }",
+        INVALID,
+    ),
     ("tls not a block", "tls: 5", INVALID),
     # jetstream
     ("jetstream true", "jetstream: true", VALID),

@@ -8,9 +8,15 @@ from typing import Any
 
 import pytest
 
-from headwater.server.config import RANDOM_PORT, ConfigError, User
+from headwater.server.config import RANDOM_PORT, AuthSettings, ConfigError, NkeyUser, User
 
 MiB = 1024 * 1024
+
+# Fixed keys (made with the nkeys package) so the parametrized ids stay stable.
+NKEY_A = "UDDLVYMLSP73LIMAQ7YFBAG4DPU6C7NU3LNPCEOH4OG2NYRRTVOMY5KU"
+NKEY_B = "UBBINIR6LJHFSM5YXSAJUIW4IQCP4QNFF7YCPPGGUHWKI2WCIAHS4UIS"
+ACCOUNT_KEY = "ACVV6MH4ROYMPGVWQPXI7RTB2CUMMGTCTVYUFHQZQKIJLXCRC7YWHNBK"
+USER_SEED = "SUAHYMBNEFL6DO6AJURUWVHVPVZC3JTBVWV5B4XNSOXCDU75GLYEA3KGSU"
 
 
 def attr(path: str):
@@ -75,6 +81,20 @@ TLS_OK = "tls { cert_file: cert.pem, key_file: key.pem }\n"
             (User("a", "b"), User("c", "d"), User("e", "")),
         ),
         ("authorization { users: [] }", "auth.users", ()),
+        ("authorization { users: [] }", "auth.nkeys", ()),
+        (f"authorization {{ users: [{{nkey: {NKEY_A}}}] }}", "auth.nkeys", (NkeyUser(NKEY_A),)),
+        (f"authorization {{ users: [{{nkey: {NKEY_A}}}] }}", "auth.users", ()),
+        (f"authorization {{ users: [{{nkey: {NKEY_A}}}] }}", "auth.required", True),
+        (
+            f"authorization {{ users: [{{nkey: {NKEY_A}}}, {{user: a, password: b}}"
+            f", {{NKEY: '{NKEY_B}'}}] }}",
+            "auth",
+            AuthSettings(
+                users=(User("a", "b"),),
+                nkeys=(NkeyUser(NKEY_A), NkeyUser(NKEY_B)),
+                timeout=2.0,
+            ),
+        ),
         (TLS_OK, "tls.cert_file", "cert.pem"),
         (TLS_OK, "tls.enabled", True),
         (TLS_OK, "auth.timeout", 3.0),  # nats-server: TLS handshake time + 1 s
@@ -84,6 +104,13 @@ TLS_OK = "tls { cert_file: cert.pem, key_file: key.pem }\n"
             "ca.pem",
         ),
         ("tls { cert_file: cert.pem, key_file: key.pem, verify: true }", "tls.verify", True),
+        (TLS_OK, "tls.handshake_first", False),
+        (TLS_OK[:-3] + ", handshake_first: true }", "tls.handshake_first", True),
+        (TLS_OK[:-3] + ", handshake_first: false }", "tls.handshake_first", False),
+        (TLS_OK[:-3] + ", first: true }", "tls.handshake_first", True),
+        (TLS_OK[:-3] + ", immediate: yes }", "tls.handshake_first", True),
+        (TLS_OK[:-3] + ', handshake_first: "on" }', "tls.handshake_first", True),
+        (TLS_OK[:-3] + ', Handshake_First: "Off" }', "tls.handshake_first", False),
         ("tls { cert_file: cert.pem, key_file: key.pem, timeout: 5 }", "tls.timeout", 5.0),
         ('tls { cert_file: cert.pem, key_file: key.pem, timeout: "1s" }', "tls.timeout", 1.0),
         ("jetstream: true", "jetstream.enabled", True),
@@ -232,6 +259,57 @@ def test_file_keys(conf, text: str, path: str, expected: Any) -> None:
         ("include: a.conf", 'x.conf:1:1: unknown field "include"'),
         ("jetstream { max_bytes: 1 }", 'x.conf:1:13: unknown field "jetstream.max_bytes"'),
         ("authorization { nkeys: [] }", 'unknown field "authorization.nkeys"'),
+        ("authorization { nkey: UABC }", 'unknown field "authorization.nkey"'),
+        (
+            "authorization { users: [{nkey: UABC}] }",
+            "x.conf:1:25: authorization.users[0].nkey: not a valid public nkey for a user: 'UABC'",
+        ),
+        (
+            f"authorization {{ users: [{{nkey: {ACCOUNT_KEY}}}] }}",
+            "authorization.users[0].nkey: not a valid public nkey for a user",
+        ),
+        (
+            f"authorization {{ users: [{{nkey: {USER_SEED}}}] }}",
+            "authorization.users[0].nkey: not a valid public nkey for a user",
+        ),
+        ("authorization { users: [{nkey: 5}] }", "authorization.users[0].nkey: expected a string"),
+        (
+            f"authorization {{ users: [{{nkey: {NKEY_A}, user: a}}] }}",
+            "x.conf:1:25: authorization.users[0]: nkey users do not take usernames or passwords",
+        ),
+        (
+            f"authorization {{ users: [{{nkey: {NKEY_A}, password: p}}] }}",
+            "authorization.users[0]: nkey users do not take usernames or passwords",
+        ),
+        (
+            f"authorization {{ users: [{{nkey: {NKEY_A}}}, {{nkey: {NKEY_A}}}] }}",
+            f"authorization.users[1]: duplicate nkey '{NKEY_A}'",
+        ),
+        (
+            f"authorization {{ token: t, users: [{{nkey: {NKEY_A}}}] }}",
+            "authorization: cannot have both a token and a users array",
+        ),
+        (
+            f"authorization {{ user: a, password: b, users: [{{nkey: {NKEY_A}}}] }}",
+            "authorization: cannot have both a single user and a users array",
+        ),
+        (
+            TLS_OK[:-3] + ", handshake_first: 5 }",
+            "tls.handshake_first: expected a boolean or a string, got integer 5",
+        ),
+        (
+            TLS_OK[:-3] + ', handshake_first: "maybe" }',
+            "tls.handshake_first: value 'maybe' is invalid",
+        ),
+        (
+            TLS_OK[:-3] + ', handshake_first: "auto" }',
+            "tls.handshake_first: 'auto' (TLS-first with a fallback to plaintext INFO) is not "
+            "supported by headwater-server",
+        ),
+        (
+            TLS_OK[:-3] + ', handshake_first: "300ms" }',
+            "tls.handshake_first: '300ms' (TLS-first with a fallback to plaintext INFO) is not",
+        ),
         (
             "authorization { users: [{user: a, foo: 1}] }",
             'x.conf:1:35: unknown field "authorization.users[0].foo"',
@@ -259,9 +337,7 @@ def test_value_errors_name_file_line_and_key(conf, text: str, message: str) -> N
             "authorization { users: [{user: a, permissions: {publish: x}}] }",
             "'authorization.users[0].permissions' (permissions)",
         ),
-        ("authorization { users: [{nkey: UABC}] }", "'authorization.users[0].nkey' (nkey users)"),
         ("tls { verify_and_map: true }", "'tls.verify_and_map' (certificate-based identities"),
-        ("tls { handshake_first: true }", "'tls.handshake_first' (TLS-first handshakes)"),
         ("jetstream { cipher: aes, key: k }", "'jetstream.cipher' (encryption at rest)"),
     ],
 )

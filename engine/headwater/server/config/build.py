@@ -193,7 +193,8 @@ def make_settings(opts: dict[str, Any]) -> Settings:
 
 def _check_auth(options: dict[str, Any]) -> None:
     user, password = options.get("auth.user"), options.get("auth.password")
-    token, users = options.get("auth.token"), options.get("auth.users")
+    token = options.get("auth.token")
+    users = options.get("auth.users") or options.get("auth.nkeys")
     if (user or password) and token:
         raise ConfigError("cannot have both a user/password and a token")
     if users and (user or password):

@@ -44,7 +44,8 @@ from headwater.server.config.keysets import (
     TOP_REFUSED,
     USER_REFUSED,
 )
-from headwater.server.config.settings import User
+from headwater.server.config.nkey import is_public_user_key
+from headwater.server.config.settings import NkeyUser, User
 from headwater.server.config.units import parse_duration, parse_storage_size
 
 INT32_MAX = 2**31 - 1
@@ -343,6 +344,7 @@ class FileReader:
         if not isinstance(node.value, list):
             raise self._type_error(key, node, "an array of users")
         users: list[User] = []
+        nkeys: list[NkeyUser] = []
         for index, entry in enumerate(node.value):
             where = f"{key}[{index}]"
             fields: dict[str, str] = {}
@@ -355,16 +357,38 @@ class FileReader:
                 "username": setter("user"),
                 "pass": setter("password"),
                 "password": setter("password"),
+                "nkey": setter("nkey"),
             }
             self._dispatch(
                 self._block(where, entry), f"{where}.", handlers, frozenset(), USER_REFUSED
             )
+            if "nkey" in fields:
+                nkeys.append(self._nkey_user(where, entry, fields, nkeys))
+                continue
             if not fields.get("user"):
-                raise error_at(entry.pos, f"{where}: a user entry needs a user")
+                raise error_at(entry.pos, f"{where}: a user entry needs a user or an nkey")
             if any(existing.user == fields["user"] for existing in users):
                 raise error_at(entry.pos, f"{where}: duplicate user {fields['user']!r}")
             users.append(User(fields["user"], fields.get("password", "")))
         self.opts["auth.users"] = tuple(users)
+        self.opts["auth.nkeys"] = tuple(nkeys)
+
+    def _nkey_user(
+        self, where: str, entry: Node, fields: dict[str, str], seen: list[NkeyUser]
+    ) -> NkeyUser:
+        """An entry with ``nkey``, checked as nats-server checks it."""
+        public = fields["nkey"]
+        if not is_public_user_key(public):
+            raise error_at(
+                entry.pos,
+                f"{where}.nkey: not a valid public nkey for a user: {public!r} "
+                "(expected the 56-character public key starting with 'U', not a seed)",
+            )
+        if "user" in fields or "password" in fields:
+            raise error_at(entry.pos, f"{where}: nkey users do not take usernames or passwords")
+        if any(existing.nkey == public for existing in seen):
+            raise error_at(entry.pos, f"{where}: duplicate nkey {public!r}")
+        return NkeyUser(public)
 
     def _tls(self, key: str, node: Node) -> None:
         block = self._block(key, node)
@@ -374,6 +398,8 @@ class FileReader:
         }
         handlers["verify"] = lambda k, n: self._set("tls.verify", self._bool(k, n))
         handlers["timeout"] = lambda k, n: self._set("tls.timeout", self._seconds(k, n))
+        for name in ("handshake_first", "first", "immediate"):
+            handlers[name] = self._handshake_first
         self._dispatch(block, f"{key}.", handlers, TLS_IGNORED, TLS_REFUSED)
         for name in ("cert_file", "key_file"):
             if f"tls.{name}" not in self.opts:
@@ -384,6 +410,31 @@ class FileReader:
             path = self.opts.get(f"tls.{name}")
             if path is not None and (problem := unreadable(path)):
                 raise error_at(block[_key_for(block, name)].pos, f"{key}.{name}: {problem}")
+
+    def _handshake_first(self, key: str, node: Node) -> None:
+        """``true``/``false`` (or ``"on"``/``"off"``). nats-server's fallback forms (``"auto"``,
+        or a delay such as ``"300ms"`` after which a plaintext INFO goes out after all) are
+        refused: this server either requires TLS-first or does not offer it."""
+        value = node.value
+        if isinstance(value, bool):
+            self.opts["tls.handshake_first"] = value
+            return
+        if not isinstance(value, str):
+            raise self._type_error(key, node, "a boolean or a string")
+        word = value.lower()
+        if word in ("true", "on"):
+            self.opts["tls.handshake_first"] = True
+        elif word in ("false", "off"):
+            self.opts["tls.handshake_first"] = False
+        elif word in ("auto", "auto_fallback") or _is_duration(value):
+            raise self._value_error(
+                key,
+                node,
+                f"{value!r} (TLS-first with a fallback to plaintext INFO) is not supported by "
+                "headwater-server; use true or false",
+            )
+        else:
+            raise self._value_error(key, node, f"value {value!r} is invalid")
 
     def _jetstream(self, key: str, node: Node) -> None:
         value = node.value
@@ -472,6 +523,14 @@ class FileReader:
             except ValueError as exc:
                 raise self._value_error(f"{key}[{index}]", item, str(exc)) from None
         self.opts["cluster.routes"] = tuple(routes)
+
+
+def _is_duration(text: str) -> bool:
+    try:
+        parse_duration(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _key_for(block: dict[str, Node], name: str) -> str:

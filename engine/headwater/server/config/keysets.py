@@ -51,7 +51,6 @@ AUTH_REFUSED = {
 }
 USER_REFUSED = {
     **_reason("permission permissions authorization", "permissions"),
-    **_reason("nkey", "nkey users"),
     **_reason("allowed_connection_types connection_types", "connection type limits"),
     **_reason("clients", "per-user client options"),
 }
@@ -62,7 +61,6 @@ TLS_REFUSED = {
         cert_match_by cert_match_skip_invalid ca_certs_match ocsp_peer""",
         "certificate-based identities and stores",
     ),
-    **_reason("handshake_first first", "TLS-first handshakes"),
     **_reason("min_version", "choosing the minimum TLS version"),
 }
 JS_IGNORED = _words(

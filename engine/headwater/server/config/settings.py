@@ -25,6 +25,16 @@ class User:
 
 
 @dataclass(frozen=True)
+class NkeyUser:
+    """An ``authorization { users: [...] }`` entry naming an nkey instead of a user.
+
+    The client proves it holds the key's seed by signing the nonce in its INFO."""
+
+    nkey: str
+    """Public user nkey (``U...``), checked when the config is read."""
+
+
+@dataclass(frozen=True)
 class AuthSettings:
     """Client authentication. With nothing set, every client is let in (nats-server's default)."""
 
@@ -36,12 +46,14 @@ class AuthSettings:
     """Single user password (``--pass``)."""
     users: tuple[User, ...] = ()
     """Users from the config file's ``authorization.users`` list."""
+    nkeys: tuple[NkeyUser, ...] = ()
+    """nkey users from the same list (entries with ``nkey`` instead of ``user``)."""
     timeout: float = 2.0
     """Seconds a client has to send CONNECT before it is closed (nats-server: 2 s)."""
 
     @property
     def required(self) -> bool:
-        return bool(self.token or self.user or self.users)
+        return bool(self.token or self.user or self.users or self.nkeys)
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,9 @@ class TLSSettings:
     verify: bool = False
     timeout: float = 2.0
     """Seconds for the TLS handshake (nats-server: 2 s)."""
+    handshake_first: bool = False
+    """TLS-first (``handshake_first``): the handshake starts right after accept and INFO is
+    sent only inside TLS, instead of a plaintext INFO followed by the upgrade."""
 
     @property
     def enabled(self) -> bool:

@@ -89,6 +89,8 @@ class ClientConnection(asyncio.Protocol):
         self.rtt = 0.0
         self._ping_sent_at = 0.0
         self._connect_options: dict[str, Any] = {}
+        self.nonce = ""
+        """The challenge sent in INFO when nkey users exist; CONNECT's ``sig`` signs it."""
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self.close_reason = ""
         self._tls_task: asyncio.Task[None] | None = None
@@ -106,16 +108,27 @@ class ClientConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername") or ("", 0)
         self.ip, self.port = peer[0], peer[1]
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
-        info = encoder.info(self.server.client_info(self))
+        settings = self.server.settings
+        info_fields = self.server.client_info(self)
+        if settings.auth.nkeys:
+            # The challenge an nkey user signs; only this connection's first INFO carries it.
+            self.nonce = auth.new_nonce()
+            info_fields["nonce"] = self.nonce
+        info = encoder.info(info_fields)
+        tls_first = self.tls_context is not None and settings.tls.handshake_first
         upgrade = self.tls_context is not None and self.server.has_room()
-        if not upgrade:
+        if tls_first:
+            # TLS-first: the client's ClientHello comes straight away; hold it for start_tls.
+            # A client over max_connections gets the -ERR below in plaintext, which its TLS
+            # layer cannot read: it sees a reset, as it does from nats-server.
+            transport.pause_reading()
+        elif not upgrade:
             # INFO first, even to a client refused for max_connections: nats-server sends
             # its -ERR after the INFO, and clients read an INFO before anything else.
             transport.write(info)
         self.server.client_opened(self)
         if self.closed:
             return
-        settings = self.server.settings
         loop = asyncio.get_running_loop()
         if settings.auth.required:
             self._arm("auth", settings.auth.timeout, self._auth_timeout)
@@ -123,16 +136,18 @@ class ClientConnection(asyncio.Protocol):
         self._arm("ping", min(2.0, settings.ping_interval), self._ping_timer)
         if upgrade:
             self._tls_upgrading = True
-            self._tls_task = loop.create_task(self._upgrade_tls(info))
+            self._tls_task = loop.create_task(self._upgrade_tls(info, tls_first))
 
-    async def _upgrade_tls(self, info: bytes) -> None:
-        """Upgrade after the plaintext INFO, the way NATS clients expect (tls_required)."""
+    async def _upgrade_tls(self, info: bytes, tls_first: bool) -> None:
+        """Upgrade after the plaintext INFO, the way NATS clients expect (tls_required), or,
+        with ``tls_first``, before anything is sent, INFO then going out inside TLS."""
         assert self.transport is not None and self.tls_context is not None
-        # uvloop starts reading right after connection_made, so the INFO is sent only once
-        # reading is paused here: the client's ClientHello, which follows the INFO, can then
-        # reach nothing but the TLS layer that start_tls installs.
-        self.transport.pause_reading()
-        self.transport.write(info)
+        if not tls_first:
+            # uvloop starts reading right after connection_made, so the INFO is sent only
+            # once reading is paused here: the client's ClientHello, which follows the INFO,
+            # can then reach nothing but the TLS layer that start_tls installs.
+            self.transport.pause_reading()
+            self.transport.write(info)
         loop = asyncio.get_running_loop()
         timeout = self.server.settings.tls.timeout
         # A failed handshake closes the socket without sending OpenSSL's alert. With TLS 1.3
@@ -159,6 +174,8 @@ class ClientConnection(asyncio.Protocol):
         ssl_obj = new_transport.get_extra_info("ssl_object")
         self.tls_version = ssl_obj.version() if ssl_obj else ""
         new_transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        if tls_first:
+            new_transport.write(info)
         # The SSL layer hands decrypted data (a client's CONNECT+PING sent right behind its
         # Finished message) to data_received before start_tls returns; it was held so that
         # the replies go out encrypted, on the new transport.
@@ -281,7 +298,7 @@ class ClientConnection(asyncio.Protocol):
         # credentials close the connection, while one naming none keeps the identity it had.
         options = {**self._connect_options, **received}
         self._connect_options = options
-        user = auth.authenticate(settings.auth, options)
+        user = auth.authenticate(settings.auth, options, self.nonce)
         if user is None:
             self._auth_violation()
             return False

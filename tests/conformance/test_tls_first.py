@@ -1,0 +1,110 @@
+"""TLS-first (``tls { handshake_first: true }``), both servers alike.
+
+The server waits for the client's TLS handshake right after accept and sends its INFO only
+inside TLS. nats-py with ``tls_handshake_first`` connects; a client expecting the usual
+plaintext INFO gets nothing and is dropped once the TLS timeout passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import ssl
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from nats.aio.client import Client
+
+from conftest import BOTH
+from headwater.testing import ServerProcess
+from support.certs import TestPKI
+from support.certs import pki_fixture as pki_fixture  # registers the session fixture "pki"
+
+TLS_TIMEOUT = 1.0
+
+
+@pytest.fixture(params=BOTH, scope="module")
+def first_server(
+    request: pytest.FixtureRequest, pki: TestPKI, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    conf = tmp_path_factory.mktemp("tls-first") / "tls-first.conf"
+    conf.write_text(
+        "listen: 127.0.0.1:-1\n"
+        "tls {\n"
+        f'    cert_file: "{pki.server_cert}"\n'
+        f'    key_file: "{pki.server_key}"\n'
+        f"    timeout: {TLS_TIMEOUT}\n"
+        "    handshake_first: true\n"
+        "}\n"
+    )
+    srv = ServerProcess(request.param, args=["-c", str(conf)])
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.cleanup()
+
+
+async def _connect(url: str, **options: Any) -> Client:
+    nc = Client()
+    try:
+        await nc.connect(
+            url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=2, **options
+        )
+    except BaseException:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(nc.close(), 0.5)
+        raise
+    return nc
+
+
+async def test_tls_first_client_connects(first_server: ServerProcess, pki: TestPKI) -> None:
+    nc = await _connect(first_server.url, tls=pki.client_context(), tls_handshake_first=True)
+    try:
+        assert nc.connected_server_version is not None
+        sub = await nc.subscribe("first.>")
+        await nc.publish("first.hello", b"encrypted")
+        msg = await sub.next_msg(timeout=2)
+        assert (msg.subject, msg.data) == ("first.hello", b"encrypted")
+    finally:
+        await nc.close()
+
+
+async def test_info_comes_inside_tls(first_server: ServerProcess, pki: TestPKI) -> None:
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", first_server.port, ssl=pki.client_context(), server_hostname="localhost"
+    )
+    try:
+        line = await asyncio.wait_for(reader.readline(), 5)
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError, OSError, ssl.SSLError):
+            await writer.wait_closed()
+    assert line.startswith(b"INFO "), line
+    assert json.loads(line[5:]).get("tls_required") is True
+
+
+async def test_client_without_tls_first_fails(first_server: ServerProcess, pki: TestPKI) -> None:
+    with pytest.raises(Exception):  # noqa: B017 - nats-py reports a timeout or a dropped socket
+        nc = await _connect(first_server.url, tls=pki.client_context())
+        await nc.close()
+
+
+async def test_plaintext_peer_gets_nothing_and_is_dropped(first_server: ServerProcess) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", first_server.port)
+    started = time.monotonic()
+    received = b""
+    try:
+        with contextlib.suppress(ConnectionError, OSError):
+            while chunk := await asyncio.wait_for(reader.read(4096), TLS_TIMEOUT + 4):
+                received += chunk
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError, OSError):
+            await writer.wait_closed()
+    elapsed = time.monotonic() - started
+    assert b"INFO" not in received
+    assert TLS_TIMEOUT * 0.8 <= elapsed < TLS_TIMEOUT + 3, elapsed
