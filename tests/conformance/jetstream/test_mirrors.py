@@ -103,6 +103,28 @@ async def test_mirror_of_thousands_while_the_origin_is_written(nc: Client, stora
     assert {k: mirror_state[k] for k in keys} == {k: origin_state[k] for k in keys}
 
 
+async def test_mirror_following_a_burst_of_plain_messages(nc: Client) -> None:
+    """Messages that reach a following mirror through its consumer, mostly without headers
+    (which a mirror stores in runs), some with: the mirror ends equal to the origin."""
+    js = nc.jetstream()
+    await js.add_stream(name="FO", subjects=["fo.>"])
+    await js.add_stream(StreamConfig(name="FM", mirror=StreamSource(name="FO")))
+    await eventually(lambda: _following(nc, "FM"), what="the mirror's consumer")
+    for start in range(0, 3000, 500):
+        for i in range(start, start + 500):
+            await nc.publish(f"fo.{i % 4}", b"f%d" % i, headers={"H": "1"} if i % 97 == 0 else None)
+        await nc.flush()
+    await wait_last_seq(nc, "FO", 3000)
+    await js.delete_msg("FO", 10)
+    await js.publish("fo.last", b"after the delete")
+    await wait_last_seq(nc, "FM", 3001, timeout=20)
+    rows = await fetched(nc, "FM")
+    origin_rows = await fetched(nc, "FO")
+    # The delete came after the mirror had message 10: the mirror keeps it, as both servers do.
+    assert [r for r in rows if r[0] != 10] == origin_rows
+    assert rows[9][0] == 10 and rows[9][2] == b"f9"
+
+
 @pytest.mark.parametrize("retention", ["interest", "workqueue"])
 async def test_mirror_of_an_interest_or_work_queue_origin(nc: Client, retention: str) -> None:
     """On interest and work-queue origins the mirror's consumer is a consumer like any other:

@@ -8,10 +8,17 @@ sequences the origin does not deliver (deleted, expired, filtered out) are skipp
 mirror's sequences stay the origin's, as nats-server's ``processInboundMirrorMsg`` keeps
 them. A delivery whose consumer sequence is not the next one means one was lost on the way:
 the consumer is recreated from the mirror's position.
+
+Plain messages (no headers, kept with the origin's sequence and time) are not stored one by
+one: they gather in a run that is stored with one ``store_raw_batch`` call at the end of the
+event-loop turn that delivered them (or before anything else touches the mirror's store), which
+roughly halves the cost of storing them. A crash loses at most that run, which the mirror then
+asks its origin for again, since it resumes from what its store holds.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -52,16 +59,21 @@ class Mirror:
         """Time of the mirror's last message: an origin time older than it (the mirror was
         written with its own clock) cannot be kept."""
         self.link = OriginLink(client, source, "M", self, local)
+        self._run: list[StoredMsg] = []
+        """Plain messages taken but not stored yet (see the module's docstring)."""
+        self._flush_handle: asyncio.Handle | None = None
 
     def start(self) -> None:
         self.link.start()
 
     def close(self) -> None:
         self.link.close()
+        self._flush()
 
     # --- LinkOwner -----------------------------------------------------------------------
 
     def start_position(self) -> tuple[int, str | None]:
+        self._flush()
         state = self.stream.store.state()
         if state.last_seq == 0 and state.msgs == 0:
             if self.source.opt_start_seq > 0:
@@ -72,6 +84,7 @@ class Mirror:
         return state.last_seq + 1, None
 
     def reset_tracking(self) -> None:
+        self._flush()
         state = self.stream.store.state()
         self.dseq = 0
         self.sseq = state.last_seq
@@ -87,6 +100,13 @@ class Mirror:
             return False
         self.dseq = info.dseq
         self.lag = info.pending - 1 if info.pending else 0
+        if not hdr and info.ts >= self.last_ts and info.sseq > stream.lseq and self._plain():
+            self._run.append(StoredMsg(subject, info.sseq, b"", payload, info.ts))
+            self.sseq, self.last_ts = info.sseq, info.ts
+            if self._flush_handle is None:
+                self._flush_handle = asyncio.get_running_loop().call_soon(self._flush)
+            return True
+        self._flush()
         try:
             self.sseq = info.sseq
             if hdr:
@@ -109,41 +129,53 @@ class Mirror:
         return True
 
     def on_copied(self, batch: list[StoredMsg], after: int) -> bool:
-        """Plain messages (no headers, kept as the origin has them) are stored a run at a
-        time; everything else goes through :meth:`on_message`, in order."""
+        """Plain messages join the run; everything else goes through :meth:`on_message`, in
+        order; the run is stored before the batch returns."""
         stream = self.stream
         if not stream.active:
             return True
-        plain = (
-            keeps_origin_times(stream)
-            and not self.transforms
-            and stream.republish_transform is None
-        )
-        run: list[StoredMsg] = []
+        plain = self._plain()
         left = len(batch)
         for msg in batch:
             left -= 1
             if plain and not msg.hdr and msg.seq > self.sseq and msg.ts >= self.last_ts:
-                run.append(msg)
+                self._run.append(msg)  # not a local: on_message may flush and replace it
                 self.sseq, self.last_ts = msg.seq, msg.ts
                 self.dseq += 1
                 continue
-            self._store_run(run)
-            run = []
-            if not self.on_message(
-                msg.subject, msg.hdr, msg.data, copied_info(self, msg, after + left)
-            ):
+            info = copied_info(self, msg, after + left)
+            if not self.on_message(msg.subject, msg.hdr, msg.data, info):
+                self._flush()
                 return False
-        self._store_run(run)
+        self._flush()
         self.lag = after
         return True
 
+    def _plain(self) -> bool:
+        """Whether plain messages can be stored as they are, in runs: the mirror keeps the
+        origin's times and neither transforms nor republishes them."""
+        stream = self.stream
+        return (
+            keeps_origin_times(stream)
+            and not self.transforms
+            and stream.republish_transform is None
+        )
+
+    def _flush(self) -> None:
+        """Store the run of plain messages taken so far."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        if not self._run:
+            return
+        run, self._run = self._run, []
+        if self.stream.active:
+            self._store_run(run)
+
     def _store_run(self, run: list[StoredMsg]) -> None:
         """Store ``run`` as :func:`store_replicated` stores each message: without headers
-        there is no TTL, marker or rollup, and :meth:`on_copied` sends republishing
-        streams one by one, so what remains is the bookkeeping and waking consumers."""
-        if not run:
-            return
+        there is no TTL, marker or rollup, and republishing streams never build runs, so
+        what remains is the bookkeeping and waking consumers."""
         stream = self.stream
         try:
             stream.store.store_raw_batch(run)
