@@ -11,12 +11,11 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import nats.errors
 import pytest
-from nats.aio.client import Client
 
 from conftest import BOTH
 from headwater.testing import ServerProcess
+from support.authclients import connect_once, refused, roundtrip
 from support.wire import WireClient
 
 TOKEN = "s3cret-token"
@@ -60,33 +59,6 @@ def users_server(
     yield from _serve(request.param, ["-c", str(conf)])
 
 
-async def _connect(url: str, **options: Any) -> Client:
-    """Connect without reconnects; on failure close the client so its socket is not leaked."""
-    nc = Client()
-    try:
-        await nc.connect(
-            url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=2, **options
-        )
-    except BaseException:
-        await nc.close()
-        raise
-    return nc
-
-
-async def _roundtrip(nc: Client, subject: str) -> None:
-    sub = await nc.subscribe(subject)
-    await nc.publish(subject, b"ping")
-    msg = await sub.next_msg(timeout=2)
-    assert msg.data == b"ping"
-
-
-async def _refused(url: str, **options: Any) -> None:
-    """nats-py must fail to connect with the server's authorization error."""
-    with pytest.raises(nats.errors.Error, match="Authorization Violation"):
-        nc = await _connect(url, **options)
-        await nc.close()
-
-
 async def _wire_violation(port: int, connect: dict[str, Any]) -> None:
     client = await WireClient.connect(port, connect)
     assert client.info.get("auth_required") is True
@@ -99,16 +71,16 @@ async def _wire_violation(port: int, connect: dict[str, Any]) -> None:
 
 
 async def test_token_good_connects(token_server: ServerProcess) -> None:
-    nc = await _connect(token_server.url, token=TOKEN)
+    nc = await connect_once(token_server.url, token=TOKEN)
     try:
-        await _roundtrip(nc, "auth.token")
+        await roundtrip(nc, "auth.token")
     finally:
         await nc.close()
 
 
 @pytest.mark.parametrize("token", [None, "wrong"], ids=["missing", "wrong"])
 async def test_token_bad_is_refused(token_server: ServerProcess, token: str | None) -> None:
-    await _refused(token_server.url, **({"token": token} if token else {}))
+    await refused(token_server.url, **({"token": token} if token else {}))
 
 
 async def test_token_violation_on_the_wire(token_server: ServerProcess) -> None:
@@ -146,13 +118,13 @@ async def test_second_connect_without_credentials_keeps_identity(
 
 
 async def test_user_pass_flags(userpass_server: ServerProcess) -> None:
-    nc = await _connect(userpass_server.url, user="derek", password="T0pS3cr3t")
+    nc = await connect_once(userpass_server.url, user="derek", password="T0pS3cr3t")
     try:
-        await _roundtrip(nc, "auth.userpass")
+        await roundtrip(nc, "auth.userpass")
     finally:
         await nc.close()
     # Credentials in the URL work the same.
-    nc = await _connect(f"nats://derek:T0pS3cr3t@127.0.0.1:{userpass_server.port}")
+    nc = await connect_once(f"nats://derek:T0pS3cr3t@127.0.0.1:{userpass_server.port}")
     await nc.close()
 
 
@@ -162,7 +134,7 @@ async def test_user_pass_flags(userpass_server: ServerProcess) -> None:
     ids=["missing", "bad-password", "bad-user"],
 )
 async def test_user_pass_refused(userpass_server: ServerProcess, creds: dict[str, str]) -> None:
-    await _refused(userpass_server.url, **creds)
+    await refused(userpass_server.url, **creds)
 
 
 async def test_user_pass_violation_on_the_wire(userpass_server: ServerProcess) -> None:
@@ -178,16 +150,16 @@ async def test_user_pass_violation_on_the_wire(userpass_server: ServerProcess) -
 async def test_users_list_each_user_connects(
     users_server: ServerProcess, user: str, password: str
 ) -> None:
-    nc = await _connect(users_server.url, user=user, password=password)
+    nc = await connect_once(users_server.url, user=user, password=password)
     try:
-        await _roundtrip(nc, f"auth.users.{user}")
+        await roundtrip(nc, f"auth.users.{user}")
     finally:
         await nc.close()
 
 
 async def test_users_list_refuses_mixed_credentials(users_server: ServerProcess) -> None:
     # alice's name with bob's password must not pass.
-    await _refused(users_server.url, user="alice", password="builder pass")
+    await refused(users_server.url, user="alice", password="builder pass")
     await _wire_violation(users_server.port, {"user": "carol", "pass": "wonderland"})
 
 

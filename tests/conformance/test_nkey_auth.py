@@ -14,13 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import nats.errors
 import nkeys
 import pytest
-from nats.aio.client import Client
 
-from conftest import BOTH
+from conftest import BOTH, start_server
 from headwater.testing import ServerProcess
+from support.authclients import connect_once, refused, roundtrip
 from support.wire import WireClient
 
 
@@ -54,12 +53,7 @@ MIXED_CONF = _conf(
 def _serve(kind: str, directory: Path, text: str) -> Iterator[ServerProcess]:
     conf = directory / "auth.conf"
     conf.write_text(text)
-    srv = ServerProcess(kind, args=["-c", str(conf)])
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.cleanup()
+    yield from start_server(kind, args=["-c", str(conf)])
 
 
 @pytest.fixture(params=BOTH, scope="module")
@@ -74,31 +68,6 @@ def mixed_server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
     yield from _serve(request.param, tmp_path_factory.mktemp("mixed"), MIXED_CONF)
-
-
-async def _connect(url: str, **options: Any) -> Client:
-    nc = Client()
-    try:
-        await nc.connect(
-            url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=2, **options
-        )
-    except BaseException:
-        await nc.close()
-        raise
-    return nc
-
-
-async def _roundtrip(nc: Client, subject: str) -> None:
-    sub = await nc.subscribe(subject)
-    await nc.publish(subject, b"ping")
-    msg = await sub.next_msg(timeout=2)
-    assert msg.data == b"ping"
-
-
-async def _refused(url: str, **options: Any) -> None:
-    with pytest.raises(nats.errors.Error, match="Authorization Violation"):
-        nc = await _connect(url, **options)
-        await nc.close()
 
 
 def _sign(kp: nkeys.KeyPair, nonce: str) -> str:
@@ -127,35 +96,35 @@ async def _violation(client: WireClient, connect: dict[str, Any]) -> None:
 @pytest.mark.parametrize("who", ["alice", "bob"])
 async def test_each_nkey_user_connects(nkey_server: ServerProcess, tmp_path: Path, who: str):
     kp = ALICE if who == "alice" else BOB
-    nc = await _connect(nkey_server.url, nkeys_seed=_seed_file(tmp_path, who, kp))
+    nc = await connect_once(nkey_server.url, nkeys_seed=_seed_file(tmp_path, who, kp))
     try:
-        await _roundtrip(nc, f"nkey.{who}")
+        await roundtrip(nc, f"nkey.{who}")
     finally:
         await nc.close()
 
 
 async def test_unknown_seed_is_refused(nkey_server: ServerProcess, tmp_path: Path) -> None:
-    await _refused(nkey_server.url, nkeys_seed=_seed_file(tmp_path, "stranger", STRANGER))
+    await refused(nkey_server.url, nkeys_seed=_seed_file(tmp_path, "stranger", STRANGER))
 
 
 async def test_no_seed_is_refused(nkey_server: ServerProcess) -> None:
-    await _refused(nkey_server.url)
-    await _refused(nkey_server.url, user="alice", password="x")
+    await refused(nkey_server.url)
+    await refused(nkey_server.url, user="alice", password="x")
 
 
 async def test_mixed_list_lets_both_kinds_in(mixed_server: ServerProcess, tmp_path: Path) -> None:
-    nc = await _connect(mixed_server.url, nkeys_seed=_seed_file(tmp_path, "alice", ALICE))
+    nc = await connect_once(mixed_server.url, nkeys_seed=_seed_file(tmp_path, "alice", ALICE))
     try:
-        await _roundtrip(nc, "mixed.nkey")
+        await roundtrip(nc, "mixed.nkey")
     finally:
         await nc.close()
-    nc = await _connect(mixed_server.url, user="carol", password="secret")
+    nc = await connect_once(mixed_server.url, user="carol", password="secret")
     try:
-        await _roundtrip(nc, "mixed.user")
+        await roundtrip(nc, "mixed.user")
     finally:
         await nc.close()
-    await _refused(mixed_server.url, user="carol", password="wrong")
-    await _refused(mixed_server.url, nkeys_seed=_seed_file(tmp_path, "stranger", STRANGER))
+    await refused(mixed_server.url, user="carol", password="wrong")
+    await refused(mixed_server.url, nkeys_seed=_seed_file(tmp_path, "stranger", STRANGER))
 
 
 # --- the wire --------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from nats.aio.client import Client
 
 from conftest import BOTH
 from headwater.testing import ServerProcess
+from support.authclients import connect_once
 from support.certs import TestPKI, make_pki
 from support.certs import pki_fixture as pki_fixture  # registers the session fixture "pki"
 
@@ -93,22 +94,6 @@ def _start(
     yield from _serve(kind, args)
 
 
-async def _connect(url: str, **options: Any) -> Client:
-    """Connect without reconnects; on failure close the client so its socket is not leaked."""
-    nc = Client()
-    try:
-        await nc.connect(
-            url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=2, **options
-        )
-    except BaseException:
-        # After a failed TLS upgrade nats-py's close() waits forever on the plaintext stream
-        # that start_tls took over; its socket is closed by then, so a bounded wait suffices.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(nc.close(), 0.5)
-        raise
-    return nc
-
-
 async def _pub_sub(nc: Client) -> None:
     sub = await nc.subscribe("tls.>")
     await nc.publish("tls.hello", b"encrypted")
@@ -119,7 +104,7 @@ async def _pub_sub(nc: Client) -> None:
 async def _refused(url: str, **options: Any) -> BaseException:
     """The connect fails fast with a TLS or connection error; a hang is not a refusal."""
     with pytest.raises((OSError, nats.errors.Error)) as excinfo:
-        nc = await _connect(url, **options)
+        nc = await connect_once(url, **options)
         await nc.close()
     assert not isinstance(excinfo.value, TimeoutError), excinfo.value
     return excinfo.value
@@ -148,7 +133,7 @@ async def test_info_says_tls_required(tls_server: ServerProcess) -> None:
 
 
 async def test_client_trusting_the_ca_connects(tls_server: ServerProcess, pki: TestPKI) -> None:
-    nc = await _connect(f"tls://127.0.0.1:{tls_server.port}", tls=pki.client_context())
+    nc = await connect_once(f"tls://127.0.0.1:{tls_server.port}", tls=pki.client_context())
     try:
         await _pub_sub(nc)
     finally:
@@ -157,7 +142,7 @@ async def test_client_trusting_the_ca_connects(tls_server: ServerProcess, pki: T
 
 async def test_client_by_hostname_connects(tls_server: ServerProcess, pki: TestPKI) -> None:
     # The server certificate names localhost too; hostname checking stays on.
-    nc = await _connect(f"tls://localhost:{tls_server.port}", tls=pki.client_context())
+    nc = await connect_once(f"tls://localhost:{tls_server.port}", tls=pki.client_context())
     await nc.close()
 
 
@@ -165,7 +150,7 @@ async def test_nats_url_upgrades_when_the_server_requires_tls(
     tls_server: ServerProcess, pki: TestPKI
 ) -> None:
     # nats-py reads tls_required from INFO and upgrades a nats:// URL with the given context.
-    nc = await _connect(f"nats://127.0.0.1:{tls_server.port}", tls=pki.client_context())
+    nc = await connect_once(f"nats://127.0.0.1:{tls_server.port}", tls=pki.client_context())
     try:
         await _pub_sub(nc)
     finally:
@@ -202,7 +187,7 @@ async def test_many_tls_clients_at_once(tls_server: ServerProcess, pki: TestPKI)
     """Handshakes racing with the first CONNECT+PING: every reply must come back encrypted."""
     ctx = pki.client_context()
     url = f"tls://127.0.0.1:{tls_server.port}"
-    clients = await asyncio.gather(*(_connect(url, tls=ctx) for _ in range(24)))
+    clients = await asyncio.gather(*(connect_once(url, tls=ctx) for _ in range(24)))
     try:
         for nc in clients:
             await nc.flush(timeout=2)
@@ -221,7 +206,7 @@ async def test_verify_info_flags(verify_server: ServerProcess) -> None:
 
 
 async def test_verify_with_client_cert_connects(verify_server: ServerProcess, pki: TestPKI) -> None:
-    nc = await _connect(
+    nc = await connect_once(
         f"tls://127.0.0.1:{verify_server.port}", tls=pki.client_context(with_cert=True)
     )
     try:
@@ -257,7 +242,7 @@ async def test_refusal_at_max_connections_is_plaintext(
     conf = Path(args[1])
     conf.write_text(conf.read_text() + "max_connections: 1\n")
     with ServerProcess(kind, args=args) as srv:
-        holder = await _connect(f"tls://127.0.0.1:{srv.port}", tls=pki.client_context())
+        holder = await connect_once(f"tls://127.0.0.1:{srv.port}", tls=pki.client_context())
         try:
             reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
             try:

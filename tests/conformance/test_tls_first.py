@@ -13,13 +13,12 @@ import json
 import ssl
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from nats.aio.client import Client
 
-from conftest import BOTH
+from conftest import BOTH, start_server
 from headwater.testing import ServerProcess
+from support.authclients import connect_once
 from support.certs import TestPKI
 from support.certs import pki_fixture as pki_fixture  # registers the session fixture "pki"
 
@@ -40,29 +39,11 @@ def first_server(
         "    handshake_first: true\n"
         "}\n"
     )
-    srv = ServerProcess(request.param, args=["-c", str(conf)])
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.cleanup()
-
-
-async def _connect(url: str, **options: Any) -> Client:
-    nc = Client()
-    try:
-        await nc.connect(
-            url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=2, **options
-        )
-    except BaseException:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(nc.close(), 0.5)
-        raise
-    return nc
+    yield from start_server(request.param, args=["-c", str(conf)])
 
 
 async def test_tls_first_client_connects(first_server: ServerProcess, pki: TestPKI) -> None:
-    nc = await _connect(first_server.url, tls=pki.client_context(), tls_handshake_first=True)
+    nc = await connect_once(first_server.url, tls=pki.client_context(), tls_handshake_first=True)
     try:
         assert nc.connected_server_version is not None
         sub = await nc.subscribe("first.>")
@@ -89,7 +70,7 @@ async def test_info_comes_inside_tls(first_server: ServerProcess, pki: TestPKI) 
 
 async def test_client_without_tls_first_fails(first_server: ServerProcess, pki: TestPKI) -> None:
     with pytest.raises(Exception):  # noqa: B017 - nats-py reports a timeout or a dropped socket
-        nc = await _connect(first_server.url, tls=pki.client_context())
+        nc = await connect_once(first_server.url, tls=pki.client_context())
         await nc.close()
 
 

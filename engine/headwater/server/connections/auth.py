@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hmac
 import re
 import secrets
@@ -35,10 +36,8 @@ def _decode_sig(text: str) -> bytes | None:
     """base64 raw URL (what nats-server expects), else standard base64 with padding (what
     nats-py sends): nats-server accepts both."""
     if _RAW_URL_B64.fullmatch(text):
-        try:
+        with contextlib.suppress(binascii.Error, ValueError):
             return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        except (binascii.Error, ValueError):
-            pass
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
