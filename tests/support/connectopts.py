@@ -17,6 +17,7 @@ from pathlib import Path
 
 import nkeys
 
+from conftest import start_server
 from headwater.testing import ServerProcess
 from support.certs import TestPKI
 
@@ -36,19 +37,22 @@ spec: {bucket: DSETTINGS, history: 3}
 """A stream and a KV bucket, for the ways in to plan and apply in a domain."""
 
 
+def _configured(
+    kind: str, tmp_path: Path, name: str, extra: str = "", jetstream: str = ""
+) -> Iterator[ServerProcess]:
+    """``kind`` on 127.0.0.1 with JetStream in ``tmp_path`` (plus ``jetstream`` lines in that
+    block) and ``extra`` config lines."""
+    conf = tmp_path / f"{kind}-{name}.conf"
+    store = tmp_path / f"{kind}-{name}-store"
+    conf.write_text(
+        f'host: 127.0.0.1\nport: -1\njetstream {{\n  store_dir: "{store}"\n{jetstream}}}\n{extra}'
+    )
+    yield from start_server(kind, args=["-c", str(conf)])
+
+
 @contextlib.contextmanager
 def domain_server(kind: str, tmp_path: Path, domain: str = DOMAIN) -> Iterator[ServerProcess]:
-    conf = tmp_path / f"{kind}-domain.conf"
-    store = tmp_path / f"{kind}-domain-store"
-    conf.write_text(
-        f'host: 127.0.0.1\nport: -1\njetstream {{\n  store_dir: "{store}"\n  domain: {domain}\n}}\n'
-    )
-    server = ServerProcess(kind, args=["-c", str(conf)])
-    server.start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
+    yield from _configured(kind, tmp_path, "domain", jetstream=f"  domain: {domain}\n")
 
 
 def user_seed(tmp_path: Path) -> tuple[Path, str]:
@@ -64,34 +68,20 @@ def user_seed(tmp_path: Path) -> tuple[Path, str]:
 def nkey_server(tmp_path: Path, kind: str = "nats") -> Iterator[tuple[ServerProcess, Path]]:
     """A server with JetStream that admits only one nkey user; yields it and the seed."""
     seed, public = user_seed(tmp_path)
-    conf = tmp_path / f"{kind}-nkey.conf"
-    store = tmp_path / f"{kind}-nkey-store"
-    conf.write_text(
-        f'host: 127.0.0.1\nport: -1\njetstream {{\n  store_dir: "{store}"\n}}\n'
-        f'authorization {{\n  users = [ {{ nkey: "{public}" }} ]\n}}\n'
-    )
-    server = ServerProcess(kind, args=["-c", str(conf)])
-    server.start()
+    users = f'authorization {{\n  users = [ {{ nkey: "{public}" }} ]\n}}\n'
+    servers = _configured(kind, tmp_path, "nkey", users)
     try:
-        yield server, seed
+        yield next(servers), seed
     finally:
-        server.cleanup()
+        servers.close()
 
 
 @contextlib.contextmanager
 def tls_first_server(tmp_path: Path, pki: TestPKI, kind: str = "nats") -> Iterator[ServerProcess]:
     """A server with JetStream whose clients must start TLS before anything else
     (``handshake_first``)."""
-    conf = tmp_path / f"{kind}-tls-first.conf"
-    store = tmp_path / f"{kind}-tls-first-store"
-    conf.write_text(
-        f'host: 127.0.0.1\nport: -1\njetstream {{\n  store_dir: "{store}"\n}}\n'
+    tls = (
         f'tls {{\n  cert_file: "{pki.server_cert}"\n  key_file: "{pki.server_key}"\n'
         "  handshake_first: true\n}\n"
     )
-    server = ServerProcess(kind, args=["-c", str(conf)])
-    server.start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
+    yield from _configured(kind, tmp_path, "tls-first", tls)
