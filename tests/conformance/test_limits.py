@@ -11,14 +11,13 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import nats.errors
 import pytest
-from nats.aio.client import Client
 
 from conftest import BOTH
 from headwater.testing import ServerProcess, wait_for
+from support.authclients import connect_once
 from support.wire import WireClient
 
 PAYLOAD_CONF = "max_payload: 1KB\n"
@@ -62,19 +61,6 @@ def conn_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Serv
     yield from _serve(request.param, CONN_CONF, tmp_path)
 
 
-async def _connect(url: str, **options: Any) -> Client:
-    """Connect without reconnects; on failure close the client so its socket is not leaked."""
-    nc = Client()
-    try:
-        await nc.connect(
-            url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=2, **options
-        )
-    except BaseException:
-        await nc.close()
-        raise
-    return nc
-
-
 async def _healthy(port: int) -> None:
     """A fresh client can still connect, subscribe and receive."""
     client = await WireClient.connect(port, {})
@@ -94,7 +80,7 @@ async def test_max_payload_in_info(payload_server: ServerProcess) -> None:
 
 
 async def test_nats_py_refuses_oversized_publish(payload_server: ServerProcess) -> None:
-    nc = await _connect(payload_server.url)
+    nc = await connect_once(payload_server.url)
     try:
         assert nc.max_payload == 1024
         sub = await nc.subscribe("limits.payload")
@@ -227,7 +213,7 @@ async def test_nats_py_answers_pings_and_stays(ping_server: ServerProcess) -> No
     async def on_disconnect() -> None:
         disconnects.append("disconnected")
 
-    nc = await _connect(ping_server.url, disconnected_cb=on_disconnect)
+    nc = await connect_once(ping_server.url, disconnected_cb=on_disconnect)
     try:
         # Seven ping intervals: well beyond ping_max (2) unanswered ones.
         await asyncio.sleep(1.5)
@@ -245,13 +231,13 @@ async def test_nats_py_answers_pings_and_stays(ping_server: ServerProcess) -> No
 
 async def test_max_connections(conn_server: ServerProcess) -> None:
     first = await WireClient.connect(conn_server.port, {})
-    second = await _connect(conn_server.url)
+    second = await connect_once(conn_server.url)
     try:
         third = await WireClient.connect(conn_server.port)  # the INFO comes first
         assert await third.line() == "-ERR 'maximum connections exceeded'"
         assert await third.closed()
         with pytest.raises((OSError, nats.errors.Error)):
-            extra = await _connect(conn_server.url)
+            extra = await connect_once(conn_server.url)
             await extra.close()
         # A freed slot can be taken again.
         await first.close()

@@ -5,7 +5,6 @@ no TLS-first listener)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -100,13 +99,3 @@ def test_tls_first(tf: Terraform, pki: TestPKI, tmp_path: Path) -> None:
         tf.apply()
         assert tf.plan().returncode == 0
         assert tf.attributes("headwater_stream.s")["name"] == "SECURED"
-
-
-def test_tls_first_in_the_provider_schema(tf: Terraform) -> None:
-    tf.write("", provider())
-    shown = tf.run("providers", "schema", "-json", check=True)
-    schemas = json.loads(shown.output)["provider_schemas"]
-    attributes = schemas["headwater.io/headwater/headwater"]["provider"]["block"]["attributes"]
-    assert attributes["tls_first"]["type"] == "bool"
-    assert attributes["tls_first"]["optional"] is True
-    assert "handshake_first" in attributes["tls_first"]["description"]

@@ -164,6 +164,9 @@ def test_provider_schema(tf: Terraform) -> None:
         assert attributes[name]["optional"] is True
         assert "sensitive" not in attributes[name]  # a domain and a seed file's path
         assert env in attributes[name]["description"]
+    assert attributes["tls_first"]["type"] == "bool"
+    assert attributes["tls_first"]["optional"] is True
+    assert "handshake_first" in attributes["tls_first"]["description"]
     assert {name for name, item in attributes.items() if item.get("sensitive")} == {
         "password",
         "token",
