@@ -1,7 +1,6 @@
 """``--js-domain``, ``--nkey`` and ``--tlsfirst``: every JetStream request of the CLI goes to the
 domain's API (``$JS.<domain>.API``), on both servers; an nkey seed authenticates and TLS can come
-before the server's INFO (nats-server only: headwater-server has neither nkey users nor a
-TLS-first listener)."""
+before the server's INFO, on both servers too."""
 
 from __future__ import annotations
 
@@ -122,8 +121,9 @@ def test_a_domain_must_be_one_subject_token(domain: str) -> None:
     assert "Traceback" not in result.output and "pydantic" not in result.output
 
 
-def test_nkey_seed_authenticates(tmp_path: Path) -> None:
-    with nkey_server(tmp_path) as (server, seed):
+@pytest.mark.parametrize("kind", BOTH)
+def test_nkey_seed_authenticates(tmp_path: Path, kind: str) -> None:
+    with nkey_server(tmp_path, kind) as (server, seed):
         cli = Cli(server.url)
         info = cli.json("--nkey", str(seed), "account", "info")
         assert "api" in info
@@ -142,10 +142,11 @@ def test_nkey_seed_authenticates(tmp_path: Path) -> None:
         assert "missing.nk" in missing.stderr
 
 
-def test_tls_first(tmp_path: Path, pki: TestPKI) -> None:
+@pytest.mark.parametrize("kind", BOTH)
+def test_tls_first(tmp_path: Path, pki: TestPKI, kind: str) -> None:
     """A server with ``handshake_first`` answers only a client that starts TLS at once; the
     others wait for an INFO that never comes and fail with exit code 1."""
-    with tls_first_server(tmp_path, pki) as server:
+    with tls_first_server(tmp_path, pki, kind) as server:
         cli = Cli(server.url)
         tls = ("--tlsca", str(pki.ca_cert))
         cli.ok(*tls, "--tlsfirst", "stream", "add", "FIRST", "--subjects", "first.*")

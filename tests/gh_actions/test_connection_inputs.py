@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from gh_actions.locations import ACTIONS, RunAction
 
+from conftest import BOTH
 from headwater.testing import ServerProcess
 from support.certs import TestPKI
 from support.certs import pki_fixture as pki_fixture  # registers the session fixture "pki"
@@ -76,9 +77,10 @@ def test_tls_files(mutual_tls_server: ServerProcess, act: RunAction, pki: TestPK
     assert not publish(act, url, tls_ca=str(pki.ca_cert))  # the server wants a client cert
 
 
-def test_tls_first(act: RunAction, pki: TestPKI, tmp_path: Path) -> None:
-    """nats-server with ``handshake_first`` (headwater-server has no TLS-first listener)."""
-    with tls_first_server(tmp_path, pki) as server:
+@pytest.mark.parametrize("kind", BOTH)
+def test_tls_first(act: RunAction, pki: TestPKI, tmp_path: Path, kind: str) -> None:
+    """A server with ``handshake_first``."""
+    with tls_first_server(tmp_path, pki, kind) as server:
         ca = str(pki.ca_cert)
         assert publish(act, server.url, tls_ca=ca, tls_first="true")
         assert not publish(act, server.url, tls_ca=ca, tls_first="false")

@@ -1,6 +1,5 @@
 """The js-domain and nkey inputs every server action shares: apply, plan, publish, eval and
-backup against a server in JetStream domain ``hub`` (both kinds), and an nkey user on
-nats-server (headwater-server has no nkey users)."""
+backup against a server in JetStream domain ``hub``, and an nkey user (both kinds)."""
 
 from __future__ import annotations
 
@@ -46,8 +45,9 @@ def test_js_domain_input_reaches_every_server_action(
         assert "$JS.other.API" in missing.log
 
 
-def test_nkey_input_authenticates(act: RunAction, tmp_path: Path) -> None:
-    with nkey_server(tmp_path) as (server, seed):
+@pytest.mark.parametrize("kind", BOTH)
+def test_nkey_input_authenticates(act: RunAction, tmp_path: Path, kind: str) -> None:
+    with nkey_server(tmp_path, kind) as (server, seed):
         message = {"server": server.url, "subject": "ci.ping", "payload": "x", "timeout": "2s"}
         signed = act("publish", nkey=str(seed), **message)
         assert signed.ok, signed.log

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from conftest import BOTH
 from headwater.control import api
 from headwater.control.connection import ConnectionSettings
 from headwater.testing import ServerProcess
@@ -133,11 +134,12 @@ def test_profile_js_domain_applies_and_the_spec_overrides_it(domain_cluster: Clu
     assert not stream_exists(hub, "BY_NAMESPACE") and not stream_exists(hub, "BAD_PROFILE")
 
 
+@pytest.mark.parametrize("kind", BOTH)
 def test_an_nkey_seed_from_a_profile_or_the_spec_logs_in(
-    fake_kube_thread: FakeKubeThread, tmp_path: Path
+    fake_kube_thread: FakeKubeThread, tmp_path: Path, kind: str
 ) -> None:
-    """nkey users exist on nats-server only; the operator's default has no login."""
-    with nkey_server(tmp_path) as (server, seed):
+    """A server with one nkey user; the operator's default has no login."""
+    with nkey_server(tmp_path, kind) as (server, seed):
         signed = ConnectionSettings(servers=(server.url,), nkey=str(seed))
         anonymous = ConnectionSettings(servers=(server.url,))
         with start_cluster(fake_kube_thread, server, anonymous) as cluster:
@@ -177,12 +179,13 @@ def test_invalid_spec_js_domain_is_an_invalid_spec(
         assert cluster.events("dotted", "Invalid")
 
 
+@pytest.mark.parametrize("kind", BOTH)
 def test_spec_tls_first_reaches_a_tls_first_server(
-    fake_kube_thread: FakeKubeThread, tmp_path: Path, pki: TestPKI
+    fake_kube_thread: FakeKubeThread, tmp_path: Path, pki: TestPKI, kind: str
 ) -> None:
-    """NACK's ``spec.tlsFirst`` (nats-server only: headwater-server has no TLS-first listener).
-    The same CA without it waits for an INFO the server never sends first."""
-    with tls_first_server(tmp_path, pki) as server:
+    """NACK's ``spec.tlsFirst``. The same CA without it waits for an INFO the server never
+    sends first."""
+    with tls_first_server(tmp_path, pki, kind) as server:
         roots = {"rootCas": [str(pki.ca_cert)]}
         first = ConnectionSettings(servers=(server.url,), tls_ca=str(pki.ca_cert), tls_first=True)
         plain = ConnectionSettings(servers=(server.url,))

@@ -1,7 +1,6 @@
 """The provider block: user/password, token and mutual TLS, each against a server that
 requires it, and wrong credentials as a plan-time error. One server process per case, both
-kinds (they take the same flags); ``tls_first`` against nats-server only (headwater-server has
-no TLS-first listener)."""
+kinds (they take the same flags), ``tls_first`` included."""
 
 from __future__ import annotations
 
@@ -86,10 +85,11 @@ def test_mutual_tls(tf: Terraform, kind: str, pki: TestPKI) -> None:
         assert tf.plan().returncode == 0
 
 
-def test_tls_first(tf: Terraform, pki: TestPKI, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", BOTH)
+def test_tls_first(tf: Terraform, pki: TestPKI, tmp_path: Path, kind: str) -> None:
     if nats_server_binary() is None:
         pytest.fail("nats-server is not installed")
-    with tls_first_server(tmp_path, pki) as server:
+    with tls_first_server(tmp_path, pki, kind) as server:
         block = provider(servers=server.url, tls_ca=str(pki.ca_cert))
         tf.write(STREAM, block)
         refused = tf.plan()  # the client waits for an INFO the server never sends first

@@ -4,7 +4,7 @@
 consumer, a KV bucket and a KV entry apply and then plan clean, and the same state read with
 ``js_domain = "other"`` fails on every resource with the subject it asked on, which proves
 each call (the core's requests and nats-py's KV API) goes under the configured prefix.
-``nkey`` against nats-server admitting one nkey user (headwater-server has no nkey users).
+``nkey`` against a server (both kinds) admitting one nkey user.
 """
 
 from __future__ import annotations
@@ -140,10 +140,11 @@ def test_invalid_js_domain(tf: Terraform) -> None:
     assert refused.says("invalid JetStream domain 'hub.east': one subject token expected")
 
 
-def test_nkey(tf: Terraform, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", BOTH)
+def test_nkey(tf: Terraform, tmp_path: Path, kind: str) -> None:
     if nats_server_binary() is None:
         pytest.fail("nats-server is not installed")
-    with nkey_server(tmp_path) as (server, seed):
+    with nkey_server(tmp_path, kind) as (server, seed):
         tf.write(APPLIED, provider(servers=server.url))
         refused = tf.plan()
         assert refused.returncode == 1, refused
