@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
 import ssl
 import time
 from collections.abc import Iterator
@@ -51,6 +53,36 @@ async def test_tls_first_client_connects(first_server: ServerProcess, pki: TestP
         msg = await sub.next_msg(timeout=2)
         assert (msg.subject, msg.data) == ("first.hello", b"encrypted")
     finally:
+        await nc.close()
+
+
+async def test_client_hello_waiting_at_accept(first_server: ServerProcess, pki: TestPKI) -> None:
+    """Clients whose ClientHello is already queued when the server accepts them still connect.
+
+    The server is stopped while they connect: the kernel completes their TCP handshakes and
+    queues their ClientHellos, so each connection is handed to the server with data waiting.
+    (This raced before: uvloop read that data as plaintext before the TLS layer was in place.)
+    """
+    assert first_server.proc is not None
+    os.kill(first_server.proc.pid, signal.SIGSTOP)
+    try:
+        pending = [
+            asyncio.create_task(
+                connect_once(
+                    first_server.url,
+                    tls=pki.client_context(),
+                    tls_handshake_first=True,
+                    connect_timeout=10,
+                )
+            )
+            for _ in range(4)
+        ]
+        await asyncio.sleep(0.5)
+    finally:
+        os.kill(first_server.proc.pid, signal.SIGCONT)
+    clients = await asyncio.gather(*pending)
+    for nc in clients:
+        await nc.flush(timeout=5)
         await nc.close()
 
 

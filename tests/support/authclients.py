@@ -16,9 +16,8 @@ async def connect_once(url: str, **options: Any) -> Client:
     """Connect without reconnects; on failure close the client so its socket is not leaked."""
     nc = Client()
     try:
-        await nc.connect(
-            url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=2, **options
-        )
+        options = {"connect_timeout": 2, **options}
+        await nc.connect(url, allow_reconnect=False, max_reconnect_attempts=0, **options)
     except BaseException:
         # After a failed TLS upgrade nats-py's close() waits forever on the plaintext stream
         # that start_tls took over; its socket is closed by then, so a bounded wait suffices.

@@ -101,12 +101,20 @@ class Server:
         settings = self.settings
         loop = asyncio.get_running_loop()
         port = 0 if settings.port == RANDOM_PORT else settings.port
+        tls_first: dict[str, object] = {}
+        if self.tls_context is not None and settings.tls.handshake_first:
+            # TLS-first: the listener completes the handshake before the connection is
+            # handed over. Starting it later from the protocol loses the race with uvloop,
+            # which reads an accepted socket straight after connection_made (ignoring a
+            # pause_reading there) and so can swallow the client's ClientHello.
+            tls_first = {"ssl": self.tls_context, "ssl_handshake_timeout": settings.tls.timeout}
         self._listener = await loop.create_server(
             self._new_connection,
             host=settings.host,
             port=port,
             reuse_address=True,
             backlog=4096,
+            **tls_first,  # type: ignore[arg-type]
         )
         sockets = self._listener.sockets or []
         self.port = sockets[0].getsockname()[1] if sockets else port

@@ -116,12 +116,12 @@ class ClientConnection(asyncio.Protocol):
             info_fields["nonce"] = self.nonce
         info = encoder.info(info_fields)
         tls_first = self.tls_context is not None and settings.tls.handshake_first
-        upgrade = self.tls_context is not None and self.server.has_room()
+        upgrade = self.tls_context is not None and not tls_first and self.server.has_room()
         if tls_first:
-            # TLS-first: the client's ClientHello comes straight away; hold it for start_tls.
-            # A client over max_connections gets the -ERR below in plaintext, which its TLS
-            # layer cannot read: it sees a reset, as it does from nats-server.
-            transport.pause_reading()
+            # TLS-first: the listener has done the handshake already (Server.start), so
+            # INFO, and any -ERR for max_connections after it, go out encrypted.
+            self._record_tls(transport)
+            transport.write(info)
         elif not upgrade:
             # INFO first, even to a client refused for max_connections: nats-server sends
             # its -ERR after the INFO, and clients read an INFO before anything else.
@@ -136,18 +136,16 @@ class ClientConnection(asyncio.Protocol):
         self._arm("ping", min(2.0, settings.ping_interval), self._ping_timer)
         if upgrade:
             self._tls_upgrading = True
-            self._tls_task = loop.create_task(self._upgrade_tls(info, tls_first))
+            self._tls_task = loop.create_task(self._upgrade_tls(info))
 
-    async def _upgrade_tls(self, info: bytes, tls_first: bool) -> None:
-        """Upgrade after the plaintext INFO, the way NATS clients expect (tls_required), or,
-        with ``tls_first``, before anything is sent, INFO then going out inside TLS."""
+    async def _upgrade_tls(self, info: bytes) -> None:
+        """Upgrade after the plaintext INFO, the way NATS clients expect (tls_required)."""
         assert self.transport is not None and self.tls_context is not None
-        if not tls_first:
-            # uvloop starts reading right after connection_made, so the INFO is sent only
-            # once reading is paused here: the client's ClientHello, which follows the INFO,
-            # can then reach nothing but the TLS layer that start_tls installs.
-            self.transport.pause_reading()
-            self.transport.write(info)
+        # uvloop starts reading right after connection_made, so the INFO is sent only once
+        # reading is paused here: the client's ClientHello, which follows the INFO, can then
+        # reach nothing but the TLS layer that start_tls installs.
+        self.transport.pause_reading()
+        self.transport.write(info)
         loop = asyncio.get_running_loop()
         timeout = self.server.settings.tls.timeout
         # A failed handshake closes the socket without sending OpenSSL's alert. With TLS 1.3
@@ -171,11 +169,8 @@ class ClientConnection(asyncio.Protocol):
             return
         _set_reset_on_close(sock, False)
         self.transport = new_transport
-        ssl_obj = new_transport.get_extra_info("ssl_object")
-        self.tls_version = ssl_obj.version() if ssl_obj else ""
+        self._record_tls(new_transport)
         new_transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
-        if tls_first:
-            new_transport.write(info)
         # The SSL layer hands decrypted data (a client's CONNECT+PING sent right behind its
         # Finished message) to data_received before start_tls returns; it was held so that
         # the replies go out encrypted, on the new transport.
@@ -184,6 +179,10 @@ class ClientConnection(asyncio.Protocol):
         for chunk in early:
             self.data_received(chunk)
         self.flush()
+
+    def _record_tls(self, transport: asyncio.BaseTransport) -> None:
+        ssl_obj = transport.get_extra_info("ssl_object")
+        self.tls_version = ssl_obj.version() if ssl_obj else ""
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
