@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import os
+
 import pytest
 from pydantic import ValidationError
 
@@ -128,3 +132,21 @@ async def test_tls_first(kind, tmp_path, pki):
         late = ConnectionSettings(servers=server.url, tls_ca=str(pki.ca_cert), connect_timeout=1)
         with pytest.raises(Exception):  # noqa: B017 - nats-py reports it as a timeout or EOF
             await late.connect()
+
+
+async def test_a_failed_connect_releases_its_socket(tmp_path, pki):
+    """The operator retries unreachable servers on a timer: each failed attempt must close
+    what it opened rather than leave the socket to the garbage collector."""
+    with tls_first_server(tmp_path, pki, "nats") as server:
+        late = ConnectionSettings(servers=server.url, tls_ca=str(pki.ca_cert), connect_timeout=1)
+        gc.collect()
+        gc.disable()
+        try:
+            before = len(os.listdir("/proc/self/fd"))
+            for _ in range(3):
+                with pytest.raises(OSError):  # a timeout waiting for INFO
+                    await late.connect()
+            await asyncio.sleep(0.1)
+            assert len(os.listdir("/proc/self/fd")) <= before
+        finally:
+            gc.enable()

@@ -7,11 +7,12 @@ option means the same thing everywhere.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import ssl
 from collections.abc import Mapping
 
-import nats
 from nats.aio.client import Client
 from nats.errors import NoServersError
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -107,7 +108,7 @@ class ConnectionSettings(BaseModel):
         return context
 
     async def connect(self, **options: object) -> Client:
-        """Connect with nats-py. Extra keyword options go to ``nats.connect`` unchanged.
+        """Connect with nats-py. Extra keyword options go to nats-py's ``Client.connect`` unchanged.
 
         The connection is registered with :mod:`headwater.control.api` under this settings'
         JetStream API prefix, so every request made over it goes to the right domain."""
@@ -138,14 +139,27 @@ class ConnectionSettings(BaseModel):
         if self.tls_first:
             kwargs["tls_handshake_first"] = True
         kwargs.update(options)
+        nc = Client()
         try:
-            nc = await nats.connect(**kwargs)
-        except NoServersError as failure:
+            await nc.connect(**kwargs)
+        except BaseException as failure:
+            await _discard(nc)
+            if not isinstance(failure, NoServersError):
+                raise
             reason = f": {errors.last}" if errors.last is not None else ""
             servers = ", ".join(self.servers)
             raise ConnectionError(f"no server reachable at {servers}{reason}") from failure
         api.use_prefix(nc, self.api_prefix)
         return nc
+
+
+async def _discard(nc: Client) -> None:
+    """Release a client whose connect failed. Callers that retry (the operator's handlers, a
+    CLI ``--wait``) would otherwise leave its socket and transports to the garbage collector
+    on every attempt. After a failed TLS upgrade nats-py's close() can wait on a stream that
+    start_tls took over, so the wait is bounded."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(nc.close(), 0.5)
 
 
 class _Errors:
