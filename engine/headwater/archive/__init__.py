@@ -2,9 +2,11 @@
 
 A pure library (no engine, no control plane imports): the engine writes archives when a stream
 is snapshotted and reads them on restore; the control plane and offline verifiers read them
-without a server. The byte layout and the version rules are in docs/ARCHIVE.md.
+without a server. The byte layout and the version rules are in docs/ARCHIVE.md. It also reads
+nats-server 2.15's snapshots (``NATSARC1`` in S2), yielding the same records.
 """
 
+from headwater.archive.detect import ArchiveFormat, archive_format, open_archive
 from headwater.archive.format import (
     ARCHIVE_SUFFIX,
     FORMAT_MAJOR,
@@ -17,6 +19,7 @@ from headwater.archive.format import (
     TruncatedArchive,
     UnsupportedVersion,
 )
+from headwater.archive.natsarc import NatsArchiveReader
 from headwater.archive.reader import ArchiveReader, ScanResult, read_archive, scan_archive
 from headwater.archive.records import (
     ArchivedConsumer,
@@ -33,6 +36,7 @@ __all__ = [
     "FORMAT_MINOR",
     "MAGIC",
     "ArchiveError",
+    "ArchiveFormat",
     "ArchiveReader",
     "ArchiveSummary",
     "ArchiveWriter",
@@ -42,10 +46,13 @@ __all__ = [
     "ChecksumMismatch",
     "Compression",
     "MalformedArchive",
+    "NatsArchiveReader",
     "Record",
     "ScanResult",
     "TruncatedArchive",
     "UnsupportedVersion",
+    "archive_format",
+    "open_archive",
     "read_archive",
     "scan_archive",
 ]

@@ -1,0 +1,308 @@
+"""Reading nats-server 2.15 stream backups (``NATSARC1``, ADR-63) as Headwater records.
+
+A nats-server 2.15 snapshot is an S2 stream (:mod:`headwater.archive.s2`) whose content starts
+with the magic ``NATSARC1`` and then holds entries, each ``uvarint name length, varint time
+(ns), uvarint sequence, uvarint header size, uvarint payload size, name, headers + payload``,
+in this order: ``state.json`` (the stream state), one ``consumers/<name>`` entry per consumer
+(``{"config", "state"}``), the messages by ascending sequence (the name is the subject), and
+a sentinel entry with an empty name and zeros. The archive holds no stream config: it comes
+from ``backup.json`` or the restore request.
+
+:class:`NatsArchiveReader` yields the same records as Headwater's own
+:class:`~headwater.archive.reader.ArchiveReader` (stream, consumers, messages, summary), so
+restore and the verifiers treat both formats alike, and it enforces the rules nats-server's
+restore does: state first, exactly ``consumer_count`` consumers, message sequences non-zero,
+ascending and inside the state's ``first_seq``..``last_seq``, and the sentinel at the end with
+nothing after it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any, BinaryIO
+
+import orjson
+
+from headwater.archive.format import MalformedArchive, TruncatedArchive, UnsupportedVersion
+from headwater.archive.records import (
+    ArchivedConsumer,
+    ArchivedMessage,
+    ArchivedStream,
+    ArchiveSummary,
+    Record,
+)
+from headwater.archive.s2 import S2Reader
+
+__all__ = ["NATSARC_MAGIC", "NatsArchiveReader", "nats_state_to_archive"]
+
+NATSARC_MAGIC = b"NATSARC1"
+STATE_ENTRY = "state.json"
+CONSUMER_PREFIX = "consumers/"
+MAX_NAME = 1 << 20
+"""The longest entry name accepted (nats-server's own bound)."""
+MAX_ENTRY = 64 << 20
+"""The largest headers + payload accepted: nats-server's max_payload cannot exceed it."""
+_READ = 1 << 20
+
+
+class _Cursor:
+    """Bytes from an :class:`S2Reader`, consumed through a window that is refilled on demand
+    (an entry may straddle S2 blocks)."""
+
+    def __init__(self, source: S2Reader) -> None:
+        self._src = source
+        self._buf = b""
+        self._pos = 0
+        self.offset = 0
+        """Uncompressed bytes consumed so far (for error messages)."""
+
+    def at_end(self) -> bool:
+        return not self._ensure(1)
+
+    def _ensure(self, n: int) -> bool:
+        if len(self._buf) - self._pos >= n:
+            return True
+        rest = self._buf[self._pos :]
+        parts = [rest]
+        have = len(rest)
+        while have < n:
+            more = self._src.read(max(_READ, n - have))
+            if not more:
+                break
+            parts.append(more)
+            have += len(more)
+        self._buf = b"".join(parts)
+        self._pos = 0
+        return have >= n
+
+    def take(self, n: int, what: str) -> bytes:
+        if not self._ensure(n):
+            raise TruncatedArchive(f"archive ends inside {what} (offset {self.offset})")
+        start = self._pos
+        self._pos += n
+        self.offset += n
+        return self._buf[start : self._pos]
+
+    def uvarint(self, what: str) -> int:
+        value = shift = 0
+        while True:
+            if self._pos >= len(self._buf) and not self._ensure(1):
+                raise TruncatedArchive(f"archive ends inside {what} (offset {self.offset})")
+            byte = self._buf[self._pos]
+            self._pos += 1
+            self.offset += 1
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value
+            shift += 7
+            if shift > 63:
+                raise MalformedArchive(f"{what} is not a valid varint (offset {self.offset})")
+
+    def varint(self, what: str) -> int:
+        zigzag = self.uvarint(what)
+        return (zigzag >> 1) ^ -(zigzag & 1)
+
+
+class _Entry:
+    __slots__ = ("hdr_size", "name", "payload", "seq", "ts")
+
+    def __init__(self, name: str, ts: int, seq: int, hdr_size: int, payload: bytes) -> None:
+        self.name = name
+        self.ts = ts
+        self.seq = seq
+        self.hdr_size = hdr_size
+        self.payload = payload
+
+
+class NatsArchiveReader:
+    """Records of the nats-server archive ``source`` (a binary file object positioned at the
+    S2 stream's start), for the stream ``name`` with ``config`` (from ``backup.json``)."""
+
+    def __init__(self, source: BinaryIO, name: str, config: dict[str, Any]) -> None:
+        self._s2 = S2Reader(source)
+        self._cur = _Cursor(self._s2)
+        self.name = name
+        self.config = config
+        self.stream: ArchivedStream | None = None
+        self.summary: ArchiveSummary | None = None
+
+    @property
+    def bytes_read(self) -> int:
+        """Compressed bytes consumed from the source so far."""
+        return self._s2.compressed_bytes
+
+    def __iter__(self) -> Iterator[Record]:
+        return self.records()
+
+    def records(self) -> Iterator[Record]:
+        magic = self._cur.take(len(NATSARC_MAGIC), "the magic") if not self._cur.at_end() else b""
+        if magic != NATSARC_MAGIC:
+            raise UnsupportedVersion(
+                "not a NATSARC1 archive: nats-server 2.14 and older wrote tar backups "
+                "(format v1), which Headwater does not read"
+            )
+        first = self._entry()
+        if first is None or first.name != STATE_ENTRY or first.seq != 0:
+            raise MalformedArchive(f"the first entry must be {STATE_ENTRY}")
+        raw_state = _json(first.payload, STATE_ENTRY)
+        state = nats_state_to_archive(raw_state)
+        first_seq, last_seq = state["first_seq"], state["last_seq"]
+        consumers_left = raw_state.get("consumer_count", 0)
+        if not isinstance(consumers_left, int) or consumers_left < 0:
+            raise MalformedArchive(f"{STATE_ENTRY}: invalid consumer_count {consumers_left!r}")
+        if first_seq > last_seq + 1 or (first_seq == 0 and last_seq != 0):
+            raise MalformedArchive(
+                f"{STATE_ENTRY}: inconsistent sequences first {first_seq}, last {last_seq}"
+            )
+        self.stream = ArchivedStream(self.name, time.time_ns(), self.config, state)
+        yield self.stream
+        consumers = 0
+        while consumers_left:
+            entry = self._entry()
+            if entry is None or not entry.name.startswith(CONSUMER_PREFIX) or entry.seq:
+                raise MalformedArchive(
+                    f"{STATE_ENTRY} counts {consumers + consumers_left} consumers, "
+                    f"the archive holds {consumers}"
+                )
+            yield _consumer(entry)
+            consumers += 1
+            consumers_left -= 1
+        prev = max(first_seq, 1) - 1
+        messages = payload = 0
+        while True:
+            entry = self._entry()
+            if entry is None:
+                break
+            if not entry.seq:
+                raise MalformedArchive(f"entry {entry.name!r} out of place among the messages")
+            if entry.seq <= prev or entry.seq > last_seq:
+                raise MalformedArchive(
+                    f"message {entry.seq} after {prev}: sequences must ascend within "
+                    f"{first_seq}..{last_seq}"
+                )
+            prev = entry.seq
+            messages += 1
+            payload += len(entry.payload)
+            yield ArchivedMessage(
+                entry.seq,
+                entry.name,
+                entry.payload[: entry.hdr_size],
+                entry.payload[entry.hdr_size :],
+                entry.ts,
+            )
+        if not self._cur.at_end():
+            raise MalformedArchive("data follows the end-of-backup sentinel")
+        last_message = prev if messages else 0
+        self.summary = ArchiveSummary(messages, consumers, last_message, payload)
+        yield self.summary
+
+    def _entry(self) -> _Entry | None:
+        """The next entry, or None for the sentinel."""
+        cur = self._cur
+        if cur.at_end():
+            raise TruncatedArchive(
+                f"archive ends without its end-of-backup sentinel (offset {cur.offset})"
+            )
+        name_len = cur.uvarint("an entry's name length")
+        ts = cur.varint("an entry's time")
+        seq = cur.uvarint("an entry's sequence")
+        hdr_size = cur.uvarint("an entry's header size")
+        body_size = cur.uvarint("an entry's payload size")
+        if not name_len:
+            if ts or seq or hdr_size or body_size:
+                raise MalformedArchive(f"entry without a name at offset {cur.offset}")
+            return None
+        if name_len > MAX_NAME or hdr_size + body_size > MAX_ENTRY:
+            raise MalformedArchive(f"implausible entry sizes at offset {cur.offset}")
+        raw_name = cur.take(name_len, "an entry's name")
+        try:
+            name = raw_name.decode()
+        except UnicodeDecodeError:
+            raise MalformedArchive(f"entry name at offset {cur.offset} is not UTF-8") from None
+        payload = cur.take(hdr_size + body_size, f"entry {name!r}")
+        return _Entry(name, ts, seq, hdr_size, payload)
+
+
+def _json(raw: bytes, what: str) -> dict[str, Any]:
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedArchive(f"{what} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise MalformedArchive(f"{what} is not a JSON object")
+    return value
+
+
+def _time_ns(value: Any, what: str) -> int:
+    """nats-server's RFC 3339 time (``0001-01-01T00:00:00Z`` for none) in ns, 0 for none."""
+    if value in (None, "", 0):
+        return 0
+    if isinstance(value, int):
+        return value
+    if not isinstance(value, str):
+        raise MalformedArchive(f"{what}: {value!r} is not a time")
+    text = value.strip()
+    if text.startswith("0001-01-01"):
+        return 0
+    fraction = 0
+    main = text
+    if "." in text:
+        main, rest = text.split(".", 1)
+        digits = "".join(ch for ch in rest if ch.isdigit())
+        zone = rest[len(digits) :]
+        fraction = int((digits + "000000000")[:9]) if digits else 0
+        main += zone
+    try:
+        moment = datetime.fromisoformat(main.replace("Z", "+00:00"))
+    except ValueError:
+        raise MalformedArchive(f"{what}: {value!r} is not an RFC 3339 time") from None
+    return int(moment.timestamp()) * 1_000_000_000 + fraction
+
+
+def _count(state: dict[str, Any], key: str) -> int:
+    value = state.get(key, 0) or 0
+    if not isinstance(value, int) or value < 0:
+        raise MalformedArchive(f"{STATE_ENTRY}: invalid {key} {value!r}")
+    return value
+
+
+def nats_state_to_archive(state: dict[str, Any]) -> dict[str, Any]:
+    """nats-server's StreamState JSON in the integer form Headwater's archive records use."""
+    return {
+        "messages": _count(state, "messages"),
+        "bytes": _count(state, "bytes"),
+        "first_seq": _count(state, "first_seq"),
+        "first_ts": _time_ns(state.get("first_ts"), "first_ts"),
+        "last_seq": _count(state, "last_seq"),
+        "last_ts": _time_ns(state.get("last_ts"), "last_ts"),
+        "num_deleted": _count(state, "num_deleted"),
+        "num_subjects": _count(state, "num_subjects"),
+    }
+
+
+def _consumer(entry: _Entry) -> ArchivedConsumer:
+    name = entry.name[len(CONSUMER_PREFIX) :]
+    body = _json(entry.payload, f"consumer {name!r}")
+    config, state = body.get("config"), body.get("state")
+    if not name or not isinstance(config, dict) or not isinstance(state, dict):
+        raise MalformedArchive(f"consumer entry {entry.name!r} needs a config and a state")
+    try:
+        pending = sorted(
+            [int(sseq), int(p.get("sequence", 0)), int(p.get("ts", 0))]
+            for sseq, p in (state.get("pending") or {}).items()
+        )
+        redelivered = sorted(
+            [int(sseq), int(count)] for sseq, count in (state.get("redelivered") or {}).items()
+        )
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise MalformedArchive(f"consumer {name!r} has an invalid state: {exc}") from None
+    converted = {
+        "delivered": state.get("delivered") or {},
+        "ack_floor": state.get("ack_floor") or {},
+        "pending": pending,
+        "redelivered": redelivered,
+    }
+    created = _time_ns(body.get("created"), f"consumer {name!r} created") or entry.ts
+    return ArchivedConsumer(name, created, config, converted)

@@ -1,0 +1,207 @@
+"""Reading S2 streams: the compression nats-server puts around its stream backups.
+
+S2 (github.com/klauspost/compress/s2) extends Snappy. Its stream format is Snappy's framing
+format with the stream identifier ``S2sTwO`` and blocks of up to 4 MiB; its block format adds
+one element to Snappy's, a *repeat*: a 1-byte-offset copy whose offset is 0 reuses the last
+copy offset of the block, with a length read from the table in ``_repeat_length``. Every
+data chunk carries a masked CRC-32C of its uncompressed bytes, which is checked here.
+
+No maintained Python package decodes S2 (cramjam and python-snappy stop at Snappy, and a
+Snappy decoder rejects the repeat element), so this module does, in pure Python. Only
+decoding is needed: Headwater writes its own archive format.
+"""
+
+from __future__ import annotations
+
+from typing import BinaryIO
+
+import google_crc32c
+
+from headwater.archive.format import ChecksumMismatch, MalformedArchive, TruncatedArchive
+
+__all__ = ["S2_MAGIC", "S2Reader", "decode_block", "is_s2_stream"]
+
+S2_MAGIC = b"\xff\x06\x00\x00S2sTwO"
+"""The stream identifier chunk an S2 stream starts with."""
+SNAPPY_MAGIC = b"\xff\x06\x00\x00sNaPpY"
+"""A Snappy framed stream, which S2 readers accept too."""
+
+MAX_BLOCK = 4 << 20
+"""The largest uncompressed block S2 allows."""
+
+_COMPRESSED = 0x00
+_UNCOMPRESSED = 0x01
+_PADDING = 0xFE
+_STREAM_ID = 0xFF
+_CRC_MASK_DELTA = 0xA282EAD8
+
+
+def is_s2_stream(head: bytes) -> bool:
+    """Whether ``head`` (the first 10 or more bytes of a file) starts an S2 or Snappy
+    framed stream."""
+    return head[:10] in (S2_MAGIC, SNAPPY_MAGIC)
+
+
+def _masked_crc(data: bytes | bytearray) -> int:
+    crc = google_crc32c.value(bytes(data))
+    return (((crc >> 15) | (crc << 17)) + _CRC_MASK_DELTA) & 0xFFFFFFFF
+
+
+class S2Reader:
+    """The uncompressed bytes of the S2 stream ``source``, read a chunk at a time.
+
+    ``read(n)`` returns up to ``n`` bytes and ``b""`` at the end of the stream. Corruption
+    raises :class:`~headwater.archive.format.ChecksumMismatch` (a chunk's CRC) or
+    :class:`~headwater.archive.format.MalformedArchive`; a stream cut inside a chunk raises
+    :class:`~headwater.archive.format.TruncatedArchive`.
+    """
+
+    def __init__(self, source: BinaryIO) -> None:
+        self._src = source
+        self._buf = b""
+        self._pos = 0
+        self._chunk_no = 0
+        self._seen_id = False
+        self.compressed_bytes = 0
+        """Bytes consumed from ``source`` so far."""
+
+    def read(self, n: int) -> bytes:
+        out = []
+        want = n
+        while want > 0:
+            if self._pos >= len(self._buf) and not self._fill():
+                break
+            piece = self._buf[self._pos : self._pos + want]
+            self._pos += len(piece)
+            want -= len(piece)
+            out.append(piece)
+        return b"".join(out)
+
+    def _fill(self) -> bool:
+        """Decode the next data chunk into the buffer; False at the end of the stream."""
+        while True:
+            head = self._src.read(4)
+            if not head:
+                return False
+            self.compressed_bytes += len(head)
+            where = f"S2 chunk {self._chunk_no}"
+            self._chunk_no += 1
+            if len(head) < 4:
+                raise TruncatedArchive(f"{where}: stream ends inside a chunk header")
+            kind = head[0]
+            length = int.from_bytes(head[1:4], "little")
+            body = self._src.read(length)
+            self.compressed_bytes += len(body)
+            if len(body) < length:
+                raise TruncatedArchive(f"{where}: stream ends inside a chunk")
+            if kind == _STREAM_ID:
+                if head + body not in (S2_MAGIC, SNAPPY_MAGIC):
+                    raise MalformedArchive(f"{where}: not an S2 stream identifier")
+                self._seen_id = True
+                continue
+            if not self._seen_id:
+                raise MalformedArchive(f"{where}: data before the S2 stream identifier")
+            if kind in (_COMPRESSED, _UNCOMPRESSED):
+                if length < 4:
+                    raise MalformedArchive(f"{where}: chunk too short for its checksum")
+                expected = int.from_bytes(body[:4], "little")
+                data = decode_block(body[4:]) if kind == _COMPRESSED else body[4:]
+                if len(data) > MAX_BLOCK:
+                    raise MalformedArchive(f"{where}: block larger than 4 MiB")
+                if _masked_crc(data) != expected:
+                    raise ChecksumMismatch(f"{where}: CRC-32C mismatch")
+                if data:
+                    self._buf = data
+                    self._pos = 0
+                    return True
+                continue
+            if kind <= 0x7F:
+                raise MalformedArchive(f"{where}: reserved unskippable chunk type {kind:#x}")
+            # 0x80-0xFD are skippable (S2 puts its seek index there), 0xFE is padding.
+
+
+def _varint(src: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(src):
+            raise MalformedArchive("S2 block: varint runs past the block")
+        byte = src[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 35:
+            raise MalformedArchive("S2 block: varint too long")
+
+
+def _repeat_length(code: int, src: bytes, pos: int) -> tuple[int, int]:
+    """The length of a repeat element (3-bit ``code``) and the position after it."""
+    if code < 5:
+        return code + 4, pos
+    if code == 5:
+        return src[pos] + 8, pos + 1
+    if code == 6:
+        return int.from_bytes(src[pos : pos + 2], "little") + 260, pos + 2
+    return int.from_bytes(src[pos : pos + 3], "little") + 65540, pos + 3
+
+
+def decode_block(src: bytes) -> bytes:
+    """Decompress one S2 (or Snappy) block."""
+    size, pos = _varint(src, 0)
+    if size > MAX_BLOCK:
+        raise MalformedArchive(f"S2 block: declared size {size} exceeds 4 MiB")
+    out = bytearray()
+    end = len(src)
+    offset = 0  # the last copy offset, which a repeat reuses; none at a block's start
+    try:
+        while pos < end:
+            tag = src[pos]
+            kind = tag & 3
+            if kind == 0:  # literal
+                n = tag >> 2
+                if n < 60:
+                    pos += 1
+                else:
+                    extra = n - 59
+                    n = int.from_bytes(src[pos + 1 : pos + 1 + extra], "little")
+                    pos += 1 + extra
+                n += 1
+                if pos + n > end:
+                    raise MalformedArchive("S2 block: literal runs past the block")
+                out += src[pos : pos + n]
+                pos += n
+                continue
+            if kind == 1:  # copy, 1-byte offset; offset 0 is S2's repeat
+                code = (tag >> 2) & 7
+                new_offset = ((tag & 0xE0) << 3) | src[pos + 1]
+                pos += 2
+                if new_offset == 0:
+                    length, pos = _repeat_length(code, src, pos)
+                else:
+                    length = code + 4
+                    offset = new_offset
+            elif kind == 2:  # copy, 2-byte offset
+                length = (tag >> 2) + 1
+                offset = src[pos + 1] | (src[pos + 2] << 8)
+                pos += 3
+            else:  # copy, 4-byte offset
+                length = (tag >> 2) + 1
+                offset = int.from_bytes(src[pos + 1 : pos + 5], "little")
+                pos += 5
+            start = len(out) - offset
+            if offset == 0 or start < 0:
+                raise MalformedArchive("S2 block: copy offset outside the output")
+            if length <= offset:
+                out += out[start : start + length]
+            else:  # the copy overlaps its own output: the last `offset` bytes repeat
+                pattern = bytes(out[start:])
+                whole, rest = divmod(length, offset)
+                out += pattern * whole + pattern[:rest]
+    except IndexError:
+        raise MalformedArchive("S2 block: element runs past the block") from None
+    if pos != end:
+        raise MalformedArchive("S2 block: element runs past the block")
+    if len(out) != size:
+        raise MalformedArchive(f"S2 block: decoded {len(out)} bytes, header says {size}")
+    return bytes(out)

@@ -1,0 +1,252 @@
+"""nats-server 2.15 archives (NATSARC1): hand-built ones for every rule, and real snapshots
+taken from nats-server, read back message for message."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+from pathlib import Path
+
+import nats
+import orjson
+import pytest
+
+from conftest import start_server
+from headwater.archive import (
+    ArchivedConsumer,
+    ArchivedMessage,
+    ArchivedStream,
+    ArchiveFormat,
+    ArchiveReader,
+    ArchiveSummary,
+    ArchiveWriter,
+    Compression,
+    MalformedArchive,
+    NatsArchiveReader,
+    TruncatedArchive,
+    UnsupportedVersion,
+    archive_format,
+    open_archive,
+)
+from headwater.archive import s2 as s2_module
+from headwater.control import api
+from headwater.control.backup import backup_stream
+from support.s2frames import SENTINEL, entry, natsarc, stored
+
+CONFIG = {"name": "ORDERS", "subjects": ["orders.>"], "storage": "file"}
+STATE = {
+    "messages": 3,
+    "bytes": 300,
+    "first_seq": 5,
+    "first_ts": "2026-09-08T10:00:00.000000123Z",
+    "last_seq": 12,
+    "last_ts": "2026-09-08T10:01:00Z",
+    "num_subjects": 2,
+    "consumer_count": 1,
+}
+WORKER = {
+    "config": {"name": "worker", "durable_name": "worker", "ack_policy": "explicit"},
+    "state": {
+        "delivered": {"consumer_seq": 4, "stream_seq": 9},
+        "ack_floor": {"consumer_seq": 2, "stream_seq": 6},
+        "pending": {"9": {"sequence": 4, "ts": 77}, "7": {"sequence": 3, "ts": 66}},
+        "redelivered": {"7": 2},
+    },
+}
+HDR = b"NATS/1.0\r\nA: 1\r\n\r\n"
+
+
+def state_entry(state: dict | None = None) -> bytes:
+    return entry("state.json", ts=1, body=orjson.dumps(state or STATE))
+
+
+def worker_entry(body: dict | None = None) -> bytes:
+    return entry("consumers/worker", ts=5, body=orjson.dumps(body or WORKER))
+
+
+MESSAGES = [
+    entry("orders.new", ts=100, seq=5, body=b"first"),
+    entry("orders.new", ts=200, seq=6, hdr=HDR, body=b""),
+    entry("orders.old", ts=300, seq=9, hdr=HDR, body=b"x" * 5000),
+]
+
+
+def read(content: bytes) -> list:
+    return list(NatsArchiveReader(io.BytesIO(stored(content, piece=1000)), "ORDERS", CONFIG))
+
+
+def test_a_complete_archive_reads_as_headwater_records():
+    records = read(natsarc(state_entry(), worker_entry(), *MESSAGES, SENTINEL))
+    stream, consumer, *messages, summary = records
+    assert stream == ArchivedStream(
+        "ORDERS",
+        stream.created_ns,
+        CONFIG,
+        {
+            "messages": 3,
+            "bytes": 300,
+            "first_seq": 5,
+            "first_ts": 1_788_861_600_000_000_123,
+            "last_seq": 12,
+            "last_ts": 1_788_861_660_000_000_000,
+            "num_deleted": 0,
+            "num_subjects": 2,
+        },
+    )
+    assert consumer == ArchivedConsumer(
+        "worker",
+        5,
+        WORKER["config"],
+        {
+            "delivered": {"consumer_seq": 4, "stream_seq": 9},
+            "ack_floor": {"consumer_seq": 2, "stream_seq": 6},
+            "pending": [[7, 3, 66], [9, 4, 77]],
+            "redelivered": [[7, 2]],
+        },
+    )
+    assert messages == [
+        ArchivedMessage(5, "orders.new", b"", b"first", 100),
+        ArchivedMessage(6, "orders.new", HDR, b"", 200),
+        ArchivedMessage(9, "orders.old", HDR, b"x" * 5000, 300),
+    ]
+    assert summary == ArchiveSummary(3, 1, 9, 5 + len(HDR) * 2 + 5000)
+
+
+def test_an_empty_stream_keeps_its_sequence_floor():
+    purged = {"messages": 0, "first_seq": 41, "last_seq": 40, "consumer_count": 0}
+    stream, summary = read(natsarc(state_entry(purged), SENTINEL))
+    assert (stream.state["first_seq"], stream.state["last_seq"]) == (41, 40)
+    assert summary == ArchiveSummary(0, 0, 0, 0)
+
+
+def with_state(**changes: object) -> dict:
+    return {**STATE, **changes}
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        (natsarc(worker_entry(), state_entry(), SENTINEL), MalformedArchive),  # state not first
+        (natsarc(state_entry(), *MESSAGES, SENTINEL), MalformedArchive),  # its consumer missing
+        (
+            natsarc(state_entry(with_state(consumer_count=0)), worker_entry(), SENTINEL),
+            MalformedArchive,
+        ),  # a consumer it does not count
+        (
+            natsarc(state_entry(), worker_entry(), MESSAGES[1], MESSAGES[0], SENTINEL),
+            MalformedArchive,
+        ),  # sequences descend
+        (
+            natsarc(state_entry(), worker_entry(), MESSAGES[0], MESSAGES[0], SENTINEL),
+            MalformedArchive,
+        ),  # a sequence twice
+        (
+            natsarc(state_entry(), worker_entry(), entry("orders.x", seq=4), SENTINEL),
+            MalformedArchive,
+        ),  # below first_seq
+        (
+            natsarc(state_entry(), worker_entry(), entry("orders.x", seq=13), SENTINEL),
+            MalformedArchive,
+        ),  # above last_seq
+        (natsarc(state_entry(), worker_entry(), *MESSAGES), TruncatedArchive),  # no sentinel
+        (
+            natsarc(state_entry(), worker_entry(), *MESSAGES, SENTINEL, MESSAGES[0]),
+            MalformedArchive,
+        ),  # data after the sentinel
+        (
+            natsarc(state_entry(), worker_entry(), entry("", seq=3), SENTINEL),
+            MalformedArchive,
+        ),  # a sentinel with numbers in it
+        (natsarc(state_entry(), worker_entry(), *MESSAGES, SENTINEL)[:-40], TruncatedArchive),
+        (natsarc(entry("state.json", body=b"{not json")), MalformedArchive),
+        (natsarc(state_entry(with_state(first_ts="yesterday"))), MalformedArchive),
+        (natsarc(state_entry(with_state(first_seq=20, last_seq=10))), MalformedArchive),
+        (natsarc(state_entry(with_state(consumer_count=-1))), MalformedArchive),
+        (natsarc(state_entry(), worker_entry({"config": {}})), MalformedArchive),
+        (natsarc(state_entry(), entry("consumers/worker", body=b"[]")), MalformedArchive),
+        (b"ustar\0" + bytes(500), UnsupportedVersion),  # a ≤2.14 tar backup
+        (b"", UnsupportedVersion),
+    ],
+)
+def test_archives_breaking_the_rules_are_refused(content, error):
+    with pytest.raises(error):
+        read(content)
+
+
+def test_open_archive_picks_the_reader_by_format(tmp_path: Path):
+    ours = io.BytesIO()
+    writer = ArchiveWriter(ours.write, Compression.NONE)
+    writer.write_stream(ArchivedStream("ORDERS", 1, CONFIG, {"last_seq": 0}))
+    writer.close()
+    theirs = stored(natsarc(state_entry(with_state(consumer_count=0)), SENTINEL))
+    assert archive_format(ours.getvalue()[:10]) is ArchiveFormat.HEADWATER
+    assert archive_format(theirs[:10]) is ArchiveFormat.NATS
+    assert archive_format(b"PK\x03\x04 zip") is None
+    ours.seek(0)
+    assert isinstance(open_archive(ours, "ORDERS", CONFIG), ArchiveReader)
+    source = io.BytesIO(b"junk" + theirs)
+    source.seek(4)
+    reader = open_archive(source, "ORDERS", CONFIG)
+    assert isinstance(reader, NatsArchiveReader)
+    assert [type(r) for r in reader] == [ArchivedStream, ArchiveSummary]
+    with pytest.raises(UnsupportedVersion):
+        open_archive(io.BytesIO(b"PK\x03\x04 zip file"), "ORDERS", CONFIG)
+
+
+async def test_real_nats_server_snapshots_read_back_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """nats-server is the encoder: 3 MiB of repetitive messages (several S2 blocks, repeat
+    elements) and random ones, with deletions and a consumer, read back message for message."""
+    repeats = 0
+    real = s2_module._repeat_length
+
+    def counting(code: int, src: bytes, pos: int) -> tuple[int, int]:
+        nonlocal repeats
+        repeats += 1
+        return real(code, src, pos)
+
+    monkeypatch.setattr(s2_module, "_repeat_length", counting)
+    rng = random.Random(7)
+    sent: dict[int, tuple[str, bytes, bytes]] = {}
+    for server in start_server("nats", jetstream=True):
+        nc = await nats.connect(server.url)
+        try:
+            js = nc.jetstream()
+            await js.add_stream(name="ORDERS", subjects=["orders.>"])
+            for i in range(3000):
+                subject = f"orders.{rng.choice(['eu', 'us', 'apac'])}.{i % 17}"
+                if i % 5 == 0:
+                    data = rng.randbytes(rng.randint(0, 3000))
+                else:
+                    data = (f"order {i} " * rng.randint(1, 200)).encode()
+                headers = {"Nats-Msg-Id": f"id-{i}", "Region": subject} if i % 3 else None
+                ack = await js.publish(subject, data, headers=headers)
+                sent[ack.seq] = (subject, data, headers)
+            for seq in (2, 3, 1500, 2999):
+                await js.delete_msg("ORDERS", seq)
+                del sent[seq]
+            sub = await js.pull_subscribe("orders.eu.>", durable="eu")
+            for msg in await sub.fetch(5):
+                await msg.ack()
+            await api.request(nc, "CONSUMER.INFO.ORDERS.eu")
+            result = await backup_stream(nc, "ORDERS", tmp_path / "backup")
+        finally:
+            await nc.close()
+    archive = next(p for p in result.directory.iterdir() if p.name != "backup.json")
+    config = json.loads((result.directory / "backup.json").read_text())["config"]
+    with open(archive, "rb") as fh:
+        records = list(open_archive(fh, "ORDERS", config))
+    stream, consumer, *messages, summary = records
+    assert stream.state["last_seq"] == 3000 and stream.state["messages"] == len(sent)
+    assert consumer.name == "eu" and consumer.state["ack_floor"]["consumer_seq"] == 5
+    assert [m.seq for m in messages] == sorted(sent)
+    for msg in messages:
+        subject, data, headers = sent[msg.seq]
+        assert (msg.subject, msg.data) == (subject, data)
+        for key, value in (headers or {}).items():
+            assert f"{key}: {value}".encode() in msg.hdr
+        assert bool(msg.hdr) == bool(headers)
+    assert summary.messages == len(sent) and summary.last_seq == 3000
+    assert repeats > 100, "nats-server's S2 output should use repeat elements"
