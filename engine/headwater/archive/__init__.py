@@ -6,6 +6,7 @@ without a server. The byte layout and the version rules are in docs/ARCHIVE.md. 
 nats-server 2.15's snapshots (``NATSARC1`` in S2), yielding the same records.
 """
 
+from headwater.archive.convert import convert_archive
 from headwater.archive.detect import ArchiveFormat, archive_format, open_archive
 from headwater.archive.format import (
     ARCHIVE_SUFFIX,
@@ -19,7 +20,7 @@ from headwater.archive.format import (
     TruncatedArchive,
     UnsupportedVersion,
 )
-from headwater.archive.natsarc import NatsArchiveReader
+from headwater.archive.natsarc import NatsArchiveReader, NatsArchiveWriter
 from headwater.archive.reader import ArchiveReader, ScanResult, read_archive, scan_archive
 from headwater.archive.records import (
     ArchivedConsumer,
@@ -47,11 +48,13 @@ __all__ = [
     "Compression",
     "MalformedArchive",
     "NatsArchiveReader",
+    "NatsArchiveWriter",
     "Record",
     "ScanResult",
     "TruncatedArchive",
     "UnsupportedVersion",
     "archive_format",
+    "convert_archive",
     "open_archive",
     "read_archive",
     "scan_archive",

@@ -14,13 +14,17 @@ restore and the verifiers treat both formats alike, and it enforces the rules na
 restore does: state first, exactly ``consumer_count`` consumers, message sequences non-zero,
 ascending and inside the state's ``first_seq``..``last_seq``, and the sentinel at the end with
 nothing after it.
+
+:class:`NatsArchiveWriter` writes the same format from Headwater records (the calls of
+:class:`~headwater.archive.writer.ArchiveWriter`), so a Headwater backup can be converted into
+one nats-server restores.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from datetime import datetime
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
 import orjson
@@ -33,9 +37,9 @@ from headwater.archive.records import (
     ArchiveSummary,
     Record,
 )
-from headwater.archive.s2 import S2Reader
+from headwater.archive.s2 import S2Reader, S2Writer
 
-__all__ = ["NATSARC_MAGIC", "NatsArchiveReader", "nats_state_to_archive"]
+__all__ = ["NATSARC_MAGIC", "NatsArchiveReader", "NatsArchiveWriter", "nats_state_to_archive"]
 
 NATSARC_MAGIC = b"NATSARC1"
 STATE_ENTRY = "state.json"
@@ -306,3 +310,128 @@ def _consumer(entry: _Entry) -> ArchivedConsumer:
     }
     created = _time_ns(body.get("created"), f"consumer {name!r} created") or entry.ts
     return ArchivedConsumer(name, created, config, converted)
+
+
+# --- writing ---------------------------------------------------------------------------------
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _entry_bytes(name: bytes, ts: int, seq: int, hdr: bytes, body: bytes) -> bytes:
+    zigzag = (ts << 1) ^ (ts >> 63)
+    return b"".join(
+        (
+            _uvarint(len(name)),
+            _uvarint(zigzag),
+            _uvarint(seq),
+            _uvarint(len(hdr)),
+            _uvarint(len(body)),
+            name,
+            hdr,
+            body,
+        )
+    )
+
+
+def _rfc3339(ns: int) -> str:
+    """A time in ns as nats-server writes it (Go's RFC 3339 with nanoseconds)."""
+    if ns <= 0:
+        return "0001-01-01T00:00:00Z"
+    seconds, fraction = divmod(ns, 1_000_000_000)
+    text = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    if fraction:
+        text += "." + f"{fraction:09d}".rstrip("0")
+    return text + "Z"
+
+
+def _nats_consumer_state(state: dict[str, Any], last_seq: int) -> dict[str, Any]:
+    """A consumer's state as nats-server 2.15 archives it: no per-message pending or
+    redelivery records, so with messages awaiting acks both delivered sequences roll back to
+    the ack floor (they are redelivered after a restore), and no stream sequence beyond the
+    stream's last."""
+    floor = dict(state.get("ack_floor") or {"consumer_seq": 0, "stream_seq": 0})
+    delivered = dict(state.get("delivered") or floor)
+    if state.get("pending"):
+        delivered = dict(floor)
+    for position in (delivered, floor):
+        position["stream_seq"] = min(int(position.get("stream_seq", 0)), last_seq)
+    return {"delivered": delivered, "ack_floor": floor}
+
+
+class NatsArchiveWriter:
+    """Write a nats-server 2.15 archive (``NATSARC1`` in S2) to ``sink``: ``write_stream``, then
+    ``write_consumer``s, then ``write_message``s by ascending sequence, then ``close``.
+
+    ``state.json`` counts the consumers that follow it, so it is written once the first message
+    (or ``close``) shows there are no more."""
+
+    def __init__(self, sink: Callable[[bytes], object]) -> None:
+        self._s2 = S2Writer(sink)
+        self._s2.write(NATSARC_MAGIC)
+        self._state: dict[str, Any] | None = None
+        self._consumers: list[bytes] = []
+        self._started = False
+        self._messages = 0
+        self._last_seq = 0
+        self._payload = 0
+
+    @property
+    def bytes_written(self) -> int:
+        return self._s2.bytes_written
+
+    def write_stream(self, stream: ArchivedStream) -> None:
+        if self._state is not None:
+            raise ValueError("the stream is written once, first")
+        self._state = stream.state
+
+    def write_consumer(self, consumer: ArchivedConsumer) -> None:
+        if self._state is None or self._started:
+            raise ValueError("consumers follow the stream and precede the messages")
+        last_seq = int(self._state.get("last_seq", 0))
+        body = {"config": consumer.config, "state": _nats_consumer_state(consumer.state, last_seq)}
+        name = (CONSUMER_PREFIX + consumer.name).encode()
+        self._consumers.append(_entry_bytes(name, consumer.created_ns, 0, b"", orjson.dumps(body)))
+
+    def write_message(self, seq: int, subject: str, hdr: bytes, data: bytes, ts: int) -> None:
+        self._start()
+        if seq <= self._last_seq:
+            raise ValueError(f"message {seq} after {self._last_seq}: sequences must ascend")
+        self._s2.write(_entry_bytes(subject.encode(), ts, seq, hdr, data))
+        self._last_seq = seq
+        self._messages += 1
+        self._payload += len(hdr) + len(data)
+
+    def close(self) -> ArchiveSummary:
+        self._start()
+        self._s2.write(_entry_bytes(b"", 0, 0, b"", b""))
+        self._s2.close()
+        return ArchiveSummary(self._messages, len(self._consumers), self._last_seq, self._payload)
+
+    def _start(self) -> None:
+        if self._started:
+            return
+        if self._state is None:
+            raise ValueError("the stream comes first")
+        self._started = True
+        state = self._state
+        nats_state: dict[str, Any] = {
+            "messages": int(state.get("messages", 0)),
+            "bytes": int(state.get("bytes", 0)),
+            "first_seq": int(state.get("first_seq", 0)),
+            "first_ts": _rfc3339(int(state.get("first_ts", 0))),
+            "last_seq": int(state.get("last_seq", 0)),
+            "last_ts": _rfc3339(int(state.get("last_ts", 0))),
+            "num_subjects": int(state.get("num_subjects", 0)),
+            "consumer_count": len(self._consumers),
+        }
+        if state.get("num_deleted"):
+            nats_state["num_deleted"] = int(state["num_deleted"])
+        head = _entry_bytes(STATE_ENTRY.encode(), time.time_ns(), 0, b"", orjson.dumps(nats_state))
+        self._s2.write(head + b"".join(self._consumers))

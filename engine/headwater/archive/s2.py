@@ -7,19 +7,22 @@ copy offset of the block, with a length read from the table in ``_repeat_length`
 data chunk carries a masked CRC-32C of its uncompressed bytes, which is checked here.
 
 No maintained Python package decodes S2 (cramjam and python-snappy stop at Snappy, and a
-Snappy decoder rejects the repeat element), so this module does, in pure Python. Only
-decoding is needed: Headwater writes its own archive format.
+Snappy decoder rejects the repeat element), so this module does, in pure Python. Writing needs
+no S2 encoder: every Snappy block is a valid S2 block, so :class:`S2Writer` frames blocks that
+cramjam's Snappy compresses, and nats-server reads them like its own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import BinaryIO
 
+import cramjam
 import google_crc32c
 
 from headwater.archive.format import ChecksumMismatch, MalformedArchive, TruncatedArchive
 
-__all__ = ["S2_MAGIC", "S2Reader", "decode_block", "is_s2_stream"]
+__all__ = ["S2_MAGIC", "S2Reader", "S2Writer", "decode_block", "is_s2_stream"]
 
 S2_MAGIC = b"\xff\x06\x00\x00S2sTwO"
 """The stream identifier chunk an S2 stream starts with."""
@@ -28,6 +31,8 @@ SNAPPY_MAGIC = b"\xff\x06\x00\x00sNaPpY"
 
 MAX_BLOCK = 4 << 20
 """The largest uncompressed block S2 allows."""
+WRITE_BLOCK = 1 << 20
+"""The block size S2Writer uses (S2's own default)."""
 
 _COMPRESSED = 0x00
 _UNCOMPRESSED = 0x01
@@ -45,6 +50,36 @@ def is_s2_stream(head: bytes) -> bool:
 def _masked_crc(data: bytes | bytearray) -> int:
     crc = google_crc32c.value(bytes(data))
     return (((crc >> 15) | (crc << 17)) + _CRC_MASK_DELTA) & 0xFFFFFFFF
+
+
+class S2Writer:
+    """Bytes in, an S2 stream out to ``sink``, a block (1 MiB) at a time; ``close`` writes
+    the last, partial block."""
+
+    def __init__(self, sink: Callable[[bytes], object]) -> None:
+        self._sink = sink
+        self._buf = bytearray()
+        self.bytes_written = len(S2_MAGIC)
+        sink(S2_MAGIC)
+
+    def write(self, data: bytes) -> None:
+        self._buf += data
+        while len(self._buf) >= WRITE_BLOCK:
+            self._emit(bytes(self._buf[:WRITE_BLOCK]))
+            del self._buf[:WRITE_BLOCK]
+
+    def close(self) -> None:
+        if self._buf:
+            self._emit(bytes(self._buf))
+            self._buf.clear()
+
+    def _emit(self, raw: bytes) -> None:
+        crc = _masked_crc(raw).to_bytes(4, "little")
+        packed = bytes(cramjam.snappy.compress_raw(raw))
+        kind, body = (_COMPRESSED, packed) if len(packed) < len(raw) else (_UNCOMPRESSED, raw)
+        chunk = bytes([kind]) + (len(body) + 4).to_bytes(3, "little") + crc + body
+        self.bytes_written += len(chunk)
+        self._sink(chunk)
 
 
 class S2Reader:

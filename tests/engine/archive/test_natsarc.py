@@ -17,6 +17,7 @@ from headwater.archive import (
     ArchivedConsumer,
     ArchivedMessage,
     ArchivedStream,
+    ArchiveError,
     ArchiveFormat,
     ArchiveReader,
     ArchiveSummary,
@@ -24,9 +25,11 @@ from headwater.archive import (
     Compression,
     MalformedArchive,
     NatsArchiveReader,
+    NatsArchiveWriter,
     TruncatedArchive,
     UnsupportedVersion,
     archive_format,
+    convert_archive,
     open_archive,
 )
 from headwater.archive import s2 as s2_module
@@ -250,3 +253,115 @@ async def test_real_nats_server_snapshots_read_back_exactly(
         assert bool(msg.hdr) == bool(headers)
     assert summary.messages == len(sent) and summary.last_seq == 3000
     assert repeats > 100, "nats-server's S2 output should use repeat elements"
+
+
+def written(stream: ArchivedStream, consumers: list[ArchivedConsumer], messages: list) -> bytes:
+    out = io.BytesIO()
+    writer = NatsArchiveWriter(out.write)
+    writer.write_stream(stream)
+    for consumer in consumers:
+        writer.write_consumer(consumer)
+    for msg in messages:
+        writer.write_message(msg.seq, msg.subject, msg.hdr, msg.data, msg.ts)
+    summary = writer.close()
+    assert writer.bytes_written == len(out.getvalue())
+    assert summary.messages == len(messages)
+    return out.getvalue()
+
+
+OURS = ArchivedStream(
+    "ORDERS",
+    1,
+    CONFIG,
+    {
+        "messages": 3,
+        "bytes": 6000,
+        "first_seq": 5,
+        "first_ts": 1_788_861_600_000_000_120,
+        "last_seq": 12,
+        "last_ts": 1_788_861_660_000_000_000,
+        "num_deleted": 5,
+        "num_subjects": 2,
+    },
+)
+OUR_MESSAGES = [
+    ArchivedMessage(5, "orders.new", b"", b"first", 100),
+    ArchivedMessage(6, "orders.new", HDR, b"", 200),
+    ArchivedMessage(9, "orders.ünï", HDR, bytes(range(256)) * 2000, 300),
+]
+
+
+def test_written_archives_read_back():
+    acking = ArchivedConsumer(
+        "acking",
+        7,
+        {"durable_name": "acking"},
+        {
+            "delivered": {"consumer_seq": 3, "stream_seq": 9},
+            "ack_floor": {"consumer_seq": 1, "stream_seq": 5},
+            "pending": [[6, 2, 10], [9, 3, 11]],
+            "redelivered": [[6, 1]],
+        },
+    )
+    ahead = ArchivedConsumer(
+        "ahead",
+        8,
+        {"durable_name": "ahead"},
+        {
+            "delivered": {"consumer_seq": 30, "stream_seq": 40},
+            "ack_floor": {"consumer_seq": 30, "stream_seq": 40},
+        },
+    )
+    raw = written(OURS, [acking, ahead], OUR_MESSAGES)
+    stream, first, second, *messages, summary = NatsArchiveReader(io.BytesIO(raw), "ORDERS", CONFIG)
+    assert stream.state == OURS.state
+    # NATSARC1 has no pending records: the ack floor is where delivery resumes (nats-server's
+    # own rule), and no position lies beyond the stream's last sequence.
+    assert (first.name, first.created_ns) == ("acking", 7)
+    assert first.state["delivered"] == first.state["ack_floor"] == acking.state["ack_floor"]
+    assert first.state["pending"] == [] and first.state["redelivered"] == []
+    assert second.state["delivered"] == {"consumer_seq": 30, "stream_seq": 12}
+    assert messages == OUR_MESSAGES
+    assert summary == ArchiveSummary(3, 2, 9, sum(len(m.hdr) + len(m.data) for m in messages))
+
+
+def test_the_writer_refuses_calls_out_of_order():
+    writer = NatsArchiveWriter(io.BytesIO().write)
+    with pytest.raises(ValueError):
+        writer.write_message(1, "a", b"", b"", 1)
+    writer.write_stream(OURS)
+    writer.write_message(5, "a", b"", b"", 1)
+    with pytest.raises(ValueError):
+        writer.write_consumer(ArchivedConsumer("late", 1, {}, {}))
+    with pytest.raises(ValueError):
+        writer.write_message(5, "a", b"", b"", 1)
+
+
+def test_conversion_both_ways_keeps_every_message(tmp_path: Path):
+    source = tmp_path / "stream.hwarc"
+    with open(source, "wb") as fh:
+        writer = ArchiveWriter(fh.write)
+        writer.write_stream(OURS)
+        for msg in OUR_MESSAGES:
+            writer.write_message(msg.seq, msg.subject, msg.hdr, msg.data, msg.ts)
+        writer.close()
+    theirs = tmp_path / "stream.tar.s2"
+    back = tmp_path / "back.hwarc"
+    convert_archive(source, theirs, ArchiveFormat.NATS, "ORDERS", CONFIG)
+    convert_archive(theirs, back, ArchiveFormat.HEADWATER, "ORDERS", CONFIG)
+    with open(theirs, "rb") as fh:
+        assert archive_format(fh.read(10)) is ArchiveFormat.NATS
+    with open(back, "rb") as fh:
+        stream, *messages, _ = ArchiveReader(fh)
+    assert messages == OUR_MESSAGES and stream.state == OURS.state
+    # A damaged source fails the conversion and leaves no target behind.
+    damaged = bytearray(theirs.read_bytes())
+    damaged[len(damaged) // 2] ^= 0x40
+    theirs.write_bytes(bytes(damaged))
+    with pytest.raises(ArchiveError):
+        convert_archive(theirs, tmp_path / "out.hwarc", ArchiveFormat.HEADWATER, "ORDERS", CONFIG)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "back.hwarc",
+        "stream.hwarc",
+        "stream.tar.s2",
+    ]
