@@ -11,10 +11,10 @@ from __future__ import annotations
 import enum
 from typing import Any, BinaryIO
 
-from headwater.archive.format import MAGIC, UnsupportedVersion
+from headwater.archive.format import MAGIC, MalformedArchive, TruncatedArchive
 from headwater.archive.natsarc import NatsArchiveReader
 from headwater.archive.reader import ArchiveReader
-from headwater.archive.s2 import is_s2_stream
+from headwater.archive.s2 import S2_MAGIC, is_s2_stream
 
 __all__ = ["ArchiveFormat", "archive_format", "open_archive"]
 
@@ -52,7 +52,8 @@ def open_archive(
         return ArchiveReader(source)
     if kind is ArchiveFormat.NATS:
         return NatsArchiveReader(source, name, config)
-    raise UnsupportedVersion(
-        "not a stream archive Headwater reads (neither its own format nor a nats-server "
-        "2.15 snapshot)"
+    if any(magic.startswith(head) for magic in (MAGIC, S2_MAGIC)):
+        raise TruncatedArchive(f"the archive ends after {len(head)} bytes, inside its magic")
+    raise MalformedArchive(
+        "not a stream archive: neither Headwater's format nor a nats-server snapshot"
     )

@@ -81,6 +81,14 @@ class _Cursor:
         self._pos = 0
         return have >= n
 
+    def take_upto(self, n: int) -> bytes:
+        """The next ``n`` bytes, or fewer at the end of the stream."""
+        self._ensure(n)
+        piece = self._buf[self._pos : self._pos + n]
+        self._pos += len(piece)
+        self.offset += len(piece)
+        return piece
+
     def take(self, n: int, what: str) -> bytes:
         if not self._ensure(n):
             raise TruncatedArchive(f"archive ends inside {what} (offset {self.offset})")
@@ -141,7 +149,9 @@ class NatsArchiveReader:
         return self.records()
 
     def records(self) -> Iterator[Record]:
-        magic = self._cur.take(len(NATSARC_MAGIC), "the magic") if not self._cur.at_end() else b""
+        magic = self._cur.take_upto(len(NATSARC_MAGIC))
+        if magic != NATSARC_MAGIC and NATSARC_MAGIC.startswith(magic):
+            raise TruncatedArchive(f"the archive ends after {len(magic)} bytes, inside its magic")
         if magic != NATSARC_MAGIC:
             raise UnsupportedVersion(
                 "not a NATSARC1 archive: nats-server 2.14 and older wrote tar backups "
@@ -293,8 +303,9 @@ def _consumer(entry: _Entry) -> ArchivedConsumer:
     if not name or not isinstance(config, dict) or not isinstance(state, dict):
         raise MalformedArchive(f"consumer entry {entry.name!r} needs a config and a state")
     try:
+        # nats-server's Pending struct has no JSON tags: its keys are Go's field names.
         pending = sorted(
-            [int(sseq), int(p.get("sequence", 0)), int(p.get("ts", 0))]
+            [int(sseq), int(p.get("Sequence", 0)), int(p.get("Timestamp", 0))]
             for sseq, p in (state.get("pending") or {}).items()
         )
         redelivered = sorted(

@@ -1,9 +1,13 @@
 """Back streams up to directories and restore them, over plain NATS requests (nats-py).
 
 A backup directory holds ``backup.json`` (``{"config": ..., "state": ...}`` as the server
-reported them when the snapshot began, the layout ``nats stream backup`` writes) and
-``stream.hwarc``, the archive (docs/ARCHIVE.md). The snapshot and restore flows are the
-JetStream API's (``$JS.API.STREAM.SNAPSHOT`` / ``RESTORE``, see
+reported them when the snapshot began, the layout ``nats stream backup`` writes) and the
+archive, named by its format: ``stream.hwarc`` for Headwater's (docs/ARCHIVE.md),
+``stream.tar.s2`` for a nats-server snapshot (the name ``nats stream backup`` gives it). The
+archive's bytes are kept and restored exactly as the server sent them, whichever format; the
+verification before a restore reads either (``headwater.archive.open_archive``), so a
+nats-server 2.15 stream backed up here restores into Headwater. The snapshot and restore
+flows are the JetStream API's (``$JS.API.STREAM.SNAPSHOT`` / ``RESTORE``, see
 ``headwater.server.jetstream.snapshot``); nats-py has no helper for them, so this module
 speaks the raw protocol: chunks in, an empty ack per chunk, a status message at the end.
 """
@@ -21,24 +25,40 @@ from typing import Any
 from nats.aio.client import Client
 from nats.errors import TimeoutError as NatsTimeoutError
 
-from headwater.archive import ArchiveError, scan_archive
+from headwater.archive import (
+    ArchivedStream,
+    ArchiveError,
+    ArchiveSummary,
+    archive_format,
+    open_archive,
+)
+from headwater.archive.layout import (
+    ARCHIVE_FILE,
+    ARCHIVE_FILES,
+    BACKUP_FILE,
+    NATS_ARCHIVE_FILE,
+    archive_files,
+)
 from headwater.control import api
 
 __all__ = [
     "ARCHIVE_FILE",
     "BACKUP_FILE",
+    "NATS_ARCHIVE_FILE",
     "BackupError",
     "BackupResult",
     "Progress",
     "backup_account",
     "backup_stream",
     "prepare_directory",
+    "read_backup",
     "restore_stream",
     "stream_names",
+    "verify_archive",
 ]
 
-ARCHIVE_FILE = "stream.hwarc"
-BACKUP_FILE = "backup.json"
+_SNIFF = 10
+"""Bytes :func:`archive_format` needs to tell the formats apart."""
 UPLOAD_CHUNK = 128 * 1024
 
 Progress = Callable[[int, int], None]
@@ -63,6 +83,8 @@ class BackupResult:
     """Messages in the stream when the snapshot began."""
     stream_bytes: int
     seconds: float
+    archive: Path
+    """The archive written: ``stream.hwarc`` or ``stream.tar.s2`` in ``directory``."""
 
 
 def _api_error(reply: dict[str, Any], what: str) -> BackupError:
@@ -120,10 +142,13 @@ async def backup_stream(
     timeout: float = 10.0,
     progress: Progress | None = None,
 ) -> BackupResult:
-    """Snapshot ``stream`` into ``directory`` (``backup.json`` and ``stream.hwarc``).
+    """Snapshot ``stream`` into ``directory``: ``backup.json`` and the archive, named by the
+    format the server sent (``stream.hwarc`` from Headwater, ``stream.tar.s2`` from
+    nats-server; an archive in neither format is refused).
 
     ``timeout`` bounds the API reply and each wait for the next chunk. The archive is written
-    under a temporary name and renamed once the server reported success (status 204).
+    under a temporary name and renamed once the server reported success (status 204); an
+    archive of the other format left by an earlier backup (``force``) is removed then.
     """
     began = time.perf_counter()
     path = prepare_directory(directory, force)
@@ -144,6 +169,7 @@ async def backup_stream(
         state = reply.get("state") or {}
         expected = int(state.get("bytes", 0))
         received = 0
+        head = b""
         with open(partial, "wb") as out:
             while True:
                 try:
@@ -154,6 +180,8 @@ async def backup_stream(
                     ) from None
                 if msg.data:
                     out.write(msg.data)
+                    if len(head) < _SNIFF:
+                        head += msg.data[: _SNIFF - len(head)]
                     received += len(msg.data)
                     if msg.reply:
                         await nc.publish(msg.reply, b"")
@@ -165,7 +193,17 @@ async def backup_stream(
                     description = (msg.headers or {}).get("Description", "")
                     raise BackupError(f"snapshot of {stream} ended with {status} {description}")
                 break
-        os.replace(partial, path / ARCHIVE_FILE)
+        kind = archive_format(head)
+        if kind is None:
+            raise BackupError(
+                f"snapshot of {stream}: the server sent {received} bytes in no archive format "
+                f"Headwater knows (first bytes {head.hex()})"
+            )
+        archive = path / ARCHIVE_FILES[kind]
+        os.replace(partial, archive)
+        for other in ARCHIVE_FILES.values():
+            if other != archive.name:
+                (path / other).unlink(missing_ok=True)
         backup = {"config": reply.get("config"), "state": state}
         (path / BACKUP_FILE).write_text(json.dumps(backup, indent=2))
         return BackupResult(
@@ -175,6 +213,7 @@ async def backup_stream(
             messages=int(state.get("messages", 0)),
             stream_bytes=expected,
             seconds=time.perf_counter() - began,
+            archive=archive,
         )
     finally:
         partial.unlink(missing_ok=True)
@@ -213,19 +252,52 @@ async def backup_account(
 
 
 def read_backup(directory: str | Path) -> tuple[dict[str, Any], Path]:
-    """``backup.json`` of a backup directory and the path of its archive."""
+    """``backup.json`` of a backup directory and the path of its archive: ``stream.hwarc``
+    or ``stream.tar.s2``, exactly one of them."""
     path = Path(directory)
     meta = path / BACKUP_FILE
-    archive = path / ARCHIVE_FILE
-    if not meta.is_file() or not archive.is_file():
-        raise BackupError(f"{path} is not a backup directory ({BACKUP_FILE}, {ARCHIVE_FILE})")
+    found = archive_files(path)
+    if len(found) > 1:
+        raise BackupError(
+            f"{path} holds both {ARCHIVE_FILE} and {NATS_ARCHIVE_FILE}: it is ambiguous which "
+            "archive is the backup (remove the one that is not)"
+        )
+    if not meta.is_file() or not found:
+        raise BackupError(
+            f"{path} is not a backup directory ({BACKUP_FILE}, and {ARCHIVE_FILE} or "
+            f"{NATS_ARCHIVE_FILE})"
+        )
     try:
         backup = json.loads(meta.read_text())
     except (OSError, ValueError) as exc:
         raise BackupError(f"{meta}: {exc}") from None
     if not isinstance(backup, dict) or not isinstance(backup.get("config"), dict):
         raise BackupError(f"{meta} has no stream config")
-    return backup, archive
+    return backup, found[0]
+
+
+def verify_archive(archive: Path, name: str, config: dict[str, Any]) -> int:
+    """Read every record of ``archive`` (either format) for the stream ``name`` with ``config``;
+    the number of messages it holds. ``BackupError`` when it is damaged or incomplete."""
+    try:
+        with open(archive, "rb") as fh:
+            reader = open_archive(fh, name, config)
+            summary = None
+            for record in reader:
+                if isinstance(record, ArchivedStream) and record.name != name:
+                    raise BackupError(
+                        f"{archive} failed verification: it holds stream {record.name!r}, "
+                        f"not {name!r}"
+                    )
+                if isinstance(record, ArchiveSummary):
+                    summary = record
+    except ArchiveError as exc:
+        raise BackupError(f"{archive} failed verification: {exc}") from None
+    except OSError as exc:
+        raise BackupError(f"{archive}: {exc.strerror or exc}") from None
+    if summary is None:  # both readers end with a summary or raise
+        raise BackupError(f"{archive} failed verification: it has no end")
+    return summary.messages
 
 
 async def restore_stream(
@@ -239,17 +311,16 @@ async def restore_stream(
 ) -> dict[str, Any]:
     """Restore the backup in ``directory``; returns the new stream's info (server JSON).
 
-    ``verify`` reads the whole archive first and refuses a damaged one without contacting the
-    server. ``config`` replaces the backed-up config (its name must stay the same).
+    The archive (either format) is sent exactly as it is stored. ``verify`` reads the whole
+    archive first and refuses a damaged one without contacting the server. ``config``
+    replaces the backed-up config: a Headwater archive's stream name must stay the same, a
+    nats-server archive (which records no name) is restored under the config's.
     """
     backup, archive = read_backup(directory)
-    if verify:
-        try:
-            scan_archive(archive)
-        except ArchiveError as exc:
-            raise BackupError(f"{archive} failed verification: {exc}") from None
     cfg = config if config is not None else backup["config"]
     name = str(cfg.get("name", ""))
+    if verify:
+        verify_archive(archive, name, cfg)
     reply = await _api(
         nc, f"STREAM.RESTORE.{name}", {"config": cfg, "state": backup.get("state")}, timeout
     )

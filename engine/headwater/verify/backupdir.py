@@ -1,8 +1,9 @@
 """Backup directories: finding them under the paths a user gives, and their two files.
 
-A backup directory holds ``backup.json`` and ``stream.hwarc`` (docs/ARCHIVE.md, written by
-``headwater.control.backup``); ``headwater account backup`` writes one per stream under a
-parent directory. Verification accepts either, and any tree of them.
+A backup directory holds ``backup.json`` and one archive: ``stream.hwarc`` (Headwater's format,
+docs/ARCHIVE.md) or ``stream.tar.s2`` (a nats-server snapshot, as ``nats stream backup`` and
+``headwater.control.backup`` name it); ``headwater account backup`` writes one per stream
+under a parent directory. Verification accepts either, and any tree of them.
 """
 
 from __future__ import annotations
@@ -11,20 +12,25 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from headwater.archive.layout import (
+    ARCHIVE_FILE,
+    ARCHIVE_FILES,
+    BACKUP_FILE,
+    NATS_ARCHIVE_FILE,
+    archive_files,
+)
+
 __all__ = [
     "ARCHIVE_FILE",
+    "ARCHIVE_FILES",
     "BACKUP_FILE",
+    "NATS_ARCHIVE_FILE",
     "VerifyError",
+    "archive_files",
     "archive_path",
     "find_backups",
     "is_backup_dir",
 ]
-
-# The layout of docs/ARCHIVE.md (the names headwater.control.backup writes; a test checks
-# they agree). Repeated here so that executors import only the archive library and the
-# control-plane models, not the NATS client.
-BACKUP_FILE = "backup.json"
-ARCHIVE_FILE = "stream.hwarc"
 
 
 class VerifyError(Exception):
@@ -32,9 +38,9 @@ class VerifyError(Exception):
 
 
 def is_backup_dir(path: Path) -> bool:
-    """A directory holding either file: one with only one of them is a damaged backup, which
-    verification must report rather than skip."""
-    return (path / BACKUP_FILE).is_file() or (path / ARCHIVE_FILE).is_file()
+    """A directory holding ``backup.json`` or an archive: one with only one of them is a
+    damaged backup, which verification must report rather than skip."""
+    return (path / BACKUP_FILE).is_file() or bool(archive_files(path))
 
 
 def find_backups(paths: Iterable[str | Path]) -> list[str]:
@@ -51,7 +57,9 @@ def find_backups(paths: Iterable[str | Path]) -> list[str]:
             raise VerifyError(f"{path} is not a directory (give a backup directory)")
         below = [path] if is_backup_dir(path) else _backups_below(path)
         if not below:
-            raise VerifyError(f"{path} holds no backup ({BACKUP_FILE} and {ARCHIVE_FILE})")
+            raise VerifyError(
+                f"{path} holds no backup ({BACKUP_FILE} and {ARCHIVE_FILE} or {NATS_ARCHIVE_FILE})"
+            )
         for directory in below:
             key = os.path.normpath(directory)
             if key not in seen:
@@ -72,4 +80,7 @@ def _backups_below(root: Path) -> list[Path]:
 
 
 def archive_path(directory: str | Path) -> Path:
-    return Path(directory) / ARCHIVE_FILE
+    """The backup's archive: the one present (``stream.hwarc`` if both are,
+    ``stream.hwarc`` if neither is; the checks report both cases)."""
+    present = archive_files(directory)
+    return present[0] if present else Path(directory) / ARCHIVE_FILE

@@ -1,8 +1,10 @@
 """Verify one backup directory in one streaming pass: what each Spark task runs.
 
-The archive is read with :class:`headwater.archive.ArchiveReader`, which holds one frame at a
-time and checks the structure and every checksum; this module adds the semantic checks of
-issue 9 against the stream state recorded at snapshot time:
+The archive is read with :func:`headwater.archive.open_archive`: Headwater's own format
+(:class:`~headwater.archive.ArchiveReader`, one frame at a time) or a nats-server 2.15 snapshot
+(:class:`~headwater.archive.NatsArchiveReader`, ``NATSARC1`` in S2, one S2 block at a time),
+both checking the structure and every checksum and yielding the same records. This module adds
+the semantic checks of issue 9 against the stream state recorded at snapshot time:
 
 * every message sequence within ``[first_seq, last_seq]``, and the missing ones as many as
   ``num_deleted`` (ascending order is the reader's check);
@@ -10,6 +12,12 @@ issue 9 against the stream state recorded at snapshot time:
 * consumers: ``ack_floor <= delivered <= last_seq``, pending within ``(ack_floor, delivered]``;
 * the stream and consumer configs valid under the control-plane models;
 * ``backup.json`` agreeing with the archive's own stream record.
+
+A nats-server archive records the stream state but neither the stream's name nor its config:
+those come from ``backup.json``, so the checks of the archive's name and config against
+``backup.json`` apply to Headwater archives only, and without ``backup.json`` a nats-server
+archive's config checks (and the byte accounting, which depends on the storage type) are not
+run.
 
 Memory stays constant in the archive's size: per-subject counts are kept only when the state
 recorded them (the server records at most 100,000 subjects).
@@ -30,15 +38,22 @@ from headwater.archive import (
     ArchivedMessage,
     ArchivedStream,
     ArchiveError,
-    ArchiveReader,
+    ArchiveFormat,
     ChecksumMismatch,
     MalformedArchive,
+    NatsArchiveReader,
     Record,
     TruncatedArchive,
     UnsupportedVersion,
+    open_archive,
 )
 from headwater.control.models import Consumer, Stream
-from headwater.verify.backupdir import ARCHIVE_FILE, BACKUP_FILE
+from headwater.verify.backupdir import (
+    ARCHIVE_FILE,
+    BACKUP_FILE,
+    NATS_ARCHIVE_FILE,
+    archive_files,
+)
 from headwater.verify.findings import BackupReport, FindingLog, Kind
 
 __all__ = ["archive_error_kind", "stored_bytes_function", "verify_backup"]
@@ -76,15 +91,29 @@ def verify_backup(directory: str) -> BackupReport:
     if meta is not None:
         # Named already when the archive is too damaged to reach its stream record.
         log.stream = report.stream = str(meta["config"].get("name", ""))
-    archive = Path(directory) / ARCHIVE_FILE
+    present = archive_files(directory)
+    if len(present) > 1:
+        # Which one is the backup? Restoring either could be wrong: report, read neither.
+        log.add(
+            Kind.BACKUP_UNREADABLE,
+            f"two archives, {' and '.join(p.name for p in present)}: a backup holds one",
+        )
+        report.archive_bytes = sum(_size(p) for p in present)
+        report.findings = log.close()
+        report.seconds = time.perf_counter() - began
+        return report
+    archive = present[0] if present else Path(directory) / ARCHIVE_FILE
     try:
         report.archive_bytes = archive.stat().st_size
         with open(archive, "rb") as fh:
             _verify_archive(fh, meta, report, log)
     except FileNotFoundError:
-        log.add(Kind.BACKUP_UNREADABLE, f"{ARCHIVE_FILE} is missing")
+        log.add(
+            Kind.BACKUP_UNREADABLE,
+            f"the archive is missing (neither {ARCHIVE_FILE} nor {NATS_ARCHIVE_FILE})",
+        )
     except OSError as exc:
-        log.add(Kind.BACKUP_UNREADABLE, f"{ARCHIVE_FILE}: {exc.strerror or exc}")
+        log.add(Kind.BACKUP_UNREADABLE, f"{archive.name}: {exc.strerror or exc}")
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         # Well-formed records whose JSON holds the wrong types (a state field that is not a
         # number): a finding for this backup, not an exception that fails the whole job.
@@ -92,6 +121,13 @@ def verify_backup(directory: str) -> BackupReport:
     report.findings = log.close()
     report.seconds = time.perf_counter() - began
     return report
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _load_backup_json(directory: Path, log: FindingLog) -> dict[str, Any] | None:
@@ -116,8 +152,13 @@ def _verify_archive(
     stream: ArchivedStream | None = None
     consumers: list[ArchivedConsumer] = []
     tally: _MessageTally | None = None
+    config: dict[str, Any] = meta["config"] if meta is not None else {}
+    name = config.get("name")
+    nats = False
     try:
-        reader = ArchiveReader(fh)
+        reader = open_archive(fh, name if isinstance(name, str) else "", config)
+        nats = isinstance(reader, NatsArchiveReader)
+        report.format = (ArchiveFormat.NATS if nats else ArchiveFormat.HEADWATER).value
         records = reader.records()
         # The reader guarantees the stream record comes first (or raises).
         first = next(records)
@@ -125,7 +166,8 @@ def _verify_archive(
             raise MalformedArchive("the first record is not the stream record")
         stream = first
         log.stream = report.stream = stream.name
-        tally = _MessageTally(stream)
+        # A nats-server archive without backup.json has no config, so no storage type.
+        tally = _MessageTally(stream, count_bytes=not (nats and meta is None))
         tally.consume(records, consumers)
         report.complete = reader.summary is not None
     except ArchiveError as exc:
@@ -139,8 +181,11 @@ def _verify_archive(
     if stream is None:
         return
     if meta is not None:
-        _check_backup_json(meta, stream, log)
-    _check_stream_config(stream, log)
+        _check_backup_json(meta, stream, log, check_name=not nats)
+    if not nats:
+        _check_stream_config(stream, log)
+    elif meta is not None:  # the config is backup.json's; without it there is none to check
+        _check_stream_model(stream, log)
     for consumer in consumers:
         _check_consumer(consumer, stream, log)
     if report.complete and tally is not None:
@@ -150,7 +195,7 @@ def _verify_archive(
 class _MessageTally:
     """Running totals over the message records, compared with the state at the end."""
 
-    def __init__(self, stream: ArchivedStream) -> None:
+    def __init__(self, stream: ArchivedStream, count_bytes: bool = True) -> None:
         state = stream.state
         self.first_allowed = int(state.get("first_seq", 0))
         self.last_allowed = int(state.get("last_seq", 0))
@@ -163,6 +208,7 @@ class _MessageTally:
         )
         self.subjects: dict[str, int] = {}
         self.state = state
+        self.count_bytes = count_bytes
         self.count = 0
         self.in_range = 0
         self.stored_bytes = 0
@@ -217,7 +263,8 @@ class _MessageTally:
                 Kind.MESSAGE_COUNT,
                 f"archive holds {self.count} messages, the state says {expected}",
             )
-        span = max(0, self.last_allowed - self.first_allowed + 1)
+        # Sequences start at 1: a new stream's state (nats-server's) says first_seq 0.
+        span = max(0, self.last_allowed - max(self.first_allowed, 1) + 1)
         missing = span - self.in_range
         deleted = int(state.get("num_deleted", 0))
         if missing != deleted:
@@ -227,7 +274,7 @@ class _MessageTally:
                 f"missing from the archive, the state says {deleted} deleted",
             )
         expected_bytes = int(state.get("bytes", 0))
-        if self.stored_bytes != expected_bytes:
+        if self.count_bytes and self.stored_bytes != expected_bytes:
             log.add(
                 Kind.BYTE_COUNT,
                 f"archive messages account for {self.stored_bytes} bytes, "
@@ -248,9 +295,13 @@ class _MessageTally:
                 )
 
 
-def _check_backup_json(meta: dict[str, Any], stream: ArchivedStream, log: FindingLog) -> None:
+def _check_backup_json(
+    meta: dict[str, Any], stream: ArchivedStream, log: FindingLog, check_name: bool = True
+) -> None:
+    """``check_name``: the archive records its own name (a nats-server archive does not; its
+    stream record is named from ``backup.json``)."""
     name = meta["config"].get("name")
-    if name != stream.name:
+    if check_name and name != stream.name:
         log.add(
             Kind.METADATA_MISMATCH,
             f"{BACKUP_FILE} names stream {name!r}, the archive {stream.name!r}",
@@ -279,6 +330,10 @@ def _check_stream_config(stream: ArchivedStream, log: FindingLog) -> None:
             Kind.STREAM_CONFIG,
             f"config names stream {stream.config.get('name')!r}, the record {stream.name!r}",
         )
+    _check_stream_model(stream, log)
+
+
+def _check_stream_model(stream: ArchivedStream, log: FindingLog) -> None:
     try:
         Stream.from_server_config(stream.config)
     except (ValidationError, ValueError) as exc:
@@ -288,7 +343,9 @@ def _check_stream_config(stream: ArchivedStream, log: FindingLog) -> None:
 def _check_consumer(consumer: ArchivedConsumer, stream: ArchivedStream, log: FindingLog) -> None:
     name = consumer.name
     try:
-        Consumer.from_server_config(consumer.config, stream=stream.name)
+        # A nats-server archive without backup.json has no stream name; the consumer's own
+        # config does not depend on it, so a stand-in lets the rest be validated.
+        Consumer.from_server_config(consumer.config, stream=stream.name or "UNNAMED")
     except (ValidationError, ValueError) as exc:
         log.add(Kind.CONSUMER_CONFIG, f"consumer {name}: config rejected: {_one_line(exc)}")
     state = consumer.state

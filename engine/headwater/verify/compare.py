@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from headwater.archive import ArchivedMessage, ArchiveError, read_archive
+from headwater.archive import ArchivedMessage, ArchiveError, open_archive
 from headwater.archive.format import checksum
 from headwater.verify.backupdir import archive_path
 from headwater.verify.findings import MAX_FINDINGS_PER_KIND, Finding, Kind
@@ -35,17 +35,21 @@ def _signed(digest: int) -> int:
 
 
 def message_rows(side: str, directory: str) -> Iterator[tuple[str, int, str, int, int]]:
-    """``(side, seq, subject, payload digest, header digest)`` for each message record."""
+    """``(side, seq, subject, payload digest, header digest)`` for each message record, of
+    an archive in either format (a nats-server archive against a Headwater one too: the
+    stream's name and config, which a nats-server archive takes from ``backup.json``, are
+    not compared)."""
     try:
-        for record in read_archive(archive_path(directory)):
-            if type(record) is ArchivedMessage:
-                yield (
-                    side,
-                    record.seq,
-                    record.subject,
-                    _signed(checksum(record.data)),
-                    _signed(checksum(record.hdr)),
-                )
+        with open(archive_path(directory), "rb") as fh:
+            for record in open_archive(fh, "", {}).records():
+                if type(record) is ArchivedMessage:
+                    yield (
+                        side,
+                        record.seq,
+                        record.subject,
+                        _signed(checksum(record.data)),
+                        _signed(checksum(record.hdr)),
+                    )
     except (ArchiveError, OSError):
         return
 

@@ -28,7 +28,8 @@ class Kind(enum.StrEnum):
     """The kinds of finding; the ``kind`` column of the Parquet table."""
 
     BACKUP_UNREADABLE = "backup_unreadable"
-    """``backup.json`` or the archive is missing, unreadable or not the expected JSON."""
+    """``backup.json`` or the archive is missing, unreadable or not the expected JSON, or the
+    directory holds two archives (``stream.hwarc`` and ``stream.tar.s2``)."""
     ARCHIVE_MALFORMED = "archive_malformed"
     """Structure: record order (including reordered sequences), lengths, the END counts."""
     ARCHIVE_CHECKSUM = "archive_checksum"
@@ -75,6 +76,9 @@ class BackupReport:
     backup: str
     stream: str = ""
     archive_bytes: int = 0
+    format: str = ""
+    """The archive's format, from its content: ``headwater`` (``stream.hwarc``) or ``nats``
+    (a nats-server 2.15 snapshot, ``stream.tar.s2``); empty when no archive could be read."""
     messages: int = 0
     """Message records read (up to the fault, when the archive is damaged)."""
     consumers: int = 0

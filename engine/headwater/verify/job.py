@@ -135,6 +135,9 @@ def run_verification(
     return result
 
 
+_FORMAT_NOTE = {"headwater": "", "nats": " (nats-server archive)"}
+
+
 def summary_lines(result: VerificationResult) -> list[str]:
     """The human-readable report: one line per backup, its findings indented below."""
     lines: list[str] = []
@@ -143,7 +146,7 @@ def summary_lines(result: VerificationResult) -> list[str]:
         lines.append(
             f"{status} {report.backup}  stream {report.stream or '?'}, "
             f"{report.messages} messages, {report.consumers} consumers, "
-            f"{report.archive_bytes} archive bytes"
+            f"{report.archive_bytes} archive bytes" + _FORMAT_NOTE.get(report.format, "")
         )
         lines += [f"       {f.kind}: {f.detail}" for f in report.findings]
     if result.comparison is not None:

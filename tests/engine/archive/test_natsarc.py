@@ -53,7 +53,7 @@ WORKER = {
     "state": {
         "delivered": {"consumer_seq": 4, "stream_seq": 9},
         "ack_floor": {"consumer_seq": 2, "stream_seq": 6},
-        "pending": {"9": {"sequence": 4, "ts": 77}, "7": {"sequence": 3, "ts": 66}},
+        "pending": {"9": {"Sequence": 4, "Timestamp": 77}, "7": {"Sequence": 3, "Timestamp": 66}},
         "redelivered": {"7": 2},
     },
 }
@@ -169,7 +169,8 @@ def with_state(**changes: object) -> dict:
         (natsarc(state_entry(), worker_entry({"config": {}})), MalformedArchive),
         (natsarc(state_entry(), entry("consumers/worker", body=b"[]")), MalformedArchive),
         (b"ustar\0" + bytes(500), UnsupportedVersion),  # a ≤2.14 tar backup
-        (b"", UnsupportedVersion),
+        (b"", TruncatedArchive),
+        (b"NATSA", TruncatedArchive),
     ],
 )
 def test_archives_breaking_the_rules_are_refused(content, error):
@@ -193,8 +194,11 @@ def test_open_archive_picks_the_reader_by_format(tmp_path: Path):
     reader = open_archive(source, "ORDERS", CONFIG)
     assert isinstance(reader, NatsArchiveReader)
     assert [type(r) for r in reader] == [ArchivedStream, ArchiveSummary]
-    with pytest.raises(UnsupportedVersion):
+    with pytest.raises(MalformedArchive):
         open_archive(io.BytesIO(b"PK\x03\x04 zip file"), "ORDERS", CONFIG)
+    for cut in (b"", b"\x89HWA", b"\xff\x06\x00\x00S2"):
+        with pytest.raises(TruncatedArchive):
+            open_archive(io.BytesIO(cut), "ORDERS", CONFIG)
 
 
 async def test_real_nats_server_snapshots_read_back_exactly(

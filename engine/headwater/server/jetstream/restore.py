@@ -8,12 +8,14 @@ The flow is nats-server's (``jsStreamRestoreRequest``):
 3. the client sends the archive there in chunks, each as a request: every chunk is spooled to
    a temporary file and acknowledged with an empty reply. No chunk for 5 s abandons the
    restore; so does a chunk without a reply subject;
-4. an empty message ends the upload. The archive is then read record by record (constant
-   memory, every checksum checked) into a new store built aside: a file stream in a staging
-   directory renamed into place only once complete, a memory stream in a store that is not
-   registered yet. Only then does the stream appear, with its durable consumers and their
-   state. The reply to the empty message is a STREAM.CREATE response (stream info, or the
-   error: 10062 "restore failed: ..." for a bad archive); RESTORE_COMPLETE follows.
+4. an empty message ends the upload. The archive, Headwater's own or a nats-server 2.15
+   snapshot (``NATSARC1`` in S2, whose stream config is the request's), is then read record
+   by record (constant memory, every checksum checked) into a new store built aside: a
+   file stream in a staging directory renamed into place only once complete, a memory
+   stream in a store that is not registered yet. Only then does the stream appear, with its
+   durable consumers and their state. The reply to the empty message is a STREAM.CREATE
+   response (stream info, or the error: 10062 "restore failed: ..." for a bad archive);
+   RESTORE_COMPLETE follows.
 
 A bad archive leaves nothing behind: the staging directory or store and the spool file are
 removed on every failure path.
@@ -37,7 +39,8 @@ from headwater.archive import (
     ArchivedMessage,
     ArchivedStream,
     ArchiveError,
-    ArchiveReader,
+    NatsArchiveReader,
+    open_archive,
 )
 from headwater.server.consumers import config as consumer_config
 from headwater.server.protocol import headers
@@ -49,7 +52,7 @@ from .gojson import GoJSONError, loads
 from .publish import MSG_TTL, SECOND, parse_ttl
 from .snapshot import RESTORE_STAGING, publish_advisory
 from .stream import store_limits
-from .streamconfig import StreamConfig
+from .streamconfig import StreamConfig, config_to_json
 from .streamconfig_validate import NO_LIMITS, create_stream_request
 from .streaminfo import info_plain
 from .templates import check_not_template_owned
@@ -278,13 +281,22 @@ class RestoreSession:
         os.replace(self.staging, final)
 
     async def _load(self, store: StreamStore) -> tuple[ArchivedStream, list[ArchivedConsumer]]:
+        """Store every message of the spooled archive (Headwater's own format or a nats-server
+        2.15 ``NATSARC1`` snapshot) into ``store``; the stream record and the consumers."""
         header: ArchivedStream | None = None
         consumers: list[ArchivedConsumer] = []
         ttl_allowed = self.config.allow_msg_ttl
         count = 0
+        what = "invalid archive"
         try:
             with open(self.spool_path, "rb") as fh:
-                for record in ArchiveReader(fh):
+                # A nats-server archive records no config: the request's is the stream's.
+                reader = open_archive(
+                    fh, self.name, config_to_json(self.config, dynamic_metadata=False)
+                )
+                if isinstance(reader, NatsArchiveReader):
+                    what = "invalid nats-server archive"
+                for record in reader:
                     if type(record) is ArchivedMessage:
                         ttl = _ttl_ns(record.hdr) if ttl_allowed and record.hdr else 0
                         store.store_raw_msg(
@@ -302,13 +314,14 @@ class RestoreSession:
                             )
                         header = record
         except ArchiveError as exc:
-            raise RestoreFailed(f"invalid archive: {exc}") from None
+            raise RestoreFailed(f"{what}: {exc}") from None
         except StoreError as exc:
             raise RestoreFailed(f"store failed: {exc}") from None
         except OSError as exc:
             raise RestoreFailed(str(exc)) from None
-        assert header is not None  # the reader refuses an archive without its stream record
-        # Sequences deleted after the last stored message (and a purged stream's floor).
+        assert header is not None  # both readers refuse an archive without its stream record
+        # Sequences deleted after the last stored message, and a purged or never used stream's
+        # floor (first_seq = last_seq + 1 with no message): the next publish gets last_seq + 1.
         last = int(header.state.get("last_seq", 0))
         current = store.state().last_seq
         if last > current:
