@@ -15,7 +15,7 @@ from typer.testing import CliRunner, Result
 
 from headwater.archive import scan_archive
 from headwater.cli.app import app
-from headwater.control.backup import ARCHIVE_FILE, BACKUP_FILE
+from headwater.control.backup import ARCHIVE_FILE, BACKUP_FILE, NATS_ARCHIVE_FILE
 from headwater.testing import ServerProcess
 
 
@@ -156,3 +156,41 @@ def test_restore_verify_runs_the_verifier_checks(srv: ServerProcess, tmp_path: P
     assert result.exit_code == 1
     assert "failed verification" in result.output
     assert "CLIV" not in cli(srv, "stream", "ls").output
+
+
+def test_backup_format_and_convert(srv: ServerProcess, tmp_path: Path) -> None:
+    """``--format nats`` writes the stream.tar.s2 nats-server restores; ``stream convert``
+    turns a backup directory into either format in place, and the result still restores."""
+    js(srv, "create", "CLIF", 30)
+    target = tmp_path / "b"
+    result = cli(srv, "stream", "backup", "CLIF", str(target), "--format", "nats", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["archive"] == NATS_ARCHIVE_FILE
+    assert sorted(p.name for p in target.iterdir()) == [BACKUP_FILE, NATS_ARCHIVE_FILE]
+
+    result = cli(srv, "stream", "convert", str(target), "--format", "headwater")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in target.iterdir()) == [BACKUP_FILE, ARCHIVE_FILE]
+    assert scan_archive(target / ARCHIVE_FILE).summary.messages == 30  # type: ignore[union-attr]
+    assert cli(srv, "stream", "convert", str(target), "--format", "headwater").exit_code == 0
+
+    assert cli(srv, "stream", "convert", str(target), "--format", "nats").exit_code == 0
+    js(srv, "delete", "CLIF")
+    result = cli(srv, "stream", "restore", str(target), "--verify")
+    assert result.exit_code == 0, result.output
+    assert js(srv, "info", "CLIF").state.messages == 30
+    js(srv, "delete", "CLIF")
+
+
+def test_convert_of_a_damaged_backup_changes_nothing(srv: ServerProcess, tmp_path: Path) -> None:
+    js(srv, "create", "CLIG", 20)
+    assert cli(srv, "stream", "backup", "CLIG", str(tmp_path)).exit_code == 0
+    js(srv, "delete", "CLIG")
+    archive = tmp_path / ARCHIVE_FILE
+    damaged = archive.read_bytes()[:-9]
+    archive.write_bytes(damaged)
+    result = cli(srv, "stream", "convert", str(tmp_path), "--format", "nats")
+    assert result.exit_code == 1
+    assert "cannot be converted" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == [BACKUP_FILE, ARCHIVE_FILE]
+    assert archive.read_bytes() == damaged

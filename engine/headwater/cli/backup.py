@@ -7,6 +7,7 @@ stderr when it is a terminal.
 
 from __future__ import annotations
 
+import enum
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from headwater.archive import ArchiveFormat
 from headwater.cli import account, output, stream
 from headwater.cli.context import current
 from headwater.cli.errors import ApiError, CliError
@@ -33,11 +35,12 @@ from headwater.control.backup import (
     BackupResult,
     backup_account,
     backup_stream,
+    convert_backup,
     restore_stream,
 )
 from headwater.verify.checks import verify_backup
 
-__all__ = ["account_backup", "stream_backup", "stream_restore"]
+__all__ = ["account_backup", "stream_backup", "stream_convert", "stream_restore"]
 
 Directory = Annotated[Path, typer.Argument(help="Backup directory.", show_default=False)]
 Force = Annotated[
@@ -48,6 +51,29 @@ Consumers = Annotated[
 ]
 Check = Annotated[bool, typer.Option("--check", help="Health-check the stream first (jsck).")]
 JsonOpt = Annotated[bool, typer.Option("--json", "-j", help="Print the result as JSON.")]
+
+
+class Format(enum.StrEnum):
+    """An archive format on the command line; ``server`` keeps what the server sent."""
+
+    SERVER = "server"
+    HEADWATER = "headwater"
+    NATS = "nats"
+
+    def archive_format(self) -> ArchiveFormat | None:
+        return None if self is Format.SERVER else ArchiveFormat(self.value)
+
+
+FormatOpt = Annotated[
+    Format,
+    typer.Option(
+        "--format",
+        help="Archive format: as the server sends it (stream.hwarc from Headwater, "
+        "stream.tar.s2 from nats-server), or converted: nats (stream.tar.s2, which nats-server "
+        "2.15 and `nats stream restore` read) or headwater (stream.hwarc).",
+        case_sensitive=False,
+    ),
+]
 
 
 @contextmanager
@@ -86,6 +112,7 @@ def _result_json(result: BackupResult) -> dict[str, Any]:
         "directory": str(result.directory),
         "messages": result.messages,
         "stream_bytes": result.stream_bytes,
+        "archive": result.archive.name,
         "archive_bytes": result.archive_bytes,
         "seconds": round(result.seconds, 3),
     }
@@ -107,6 +134,7 @@ def stream_backup(
     force: Force = False,
     consumers: Consumers = True,
     check: Check = False,
+    archive_format: FormatOpt = Format.SERVER,
     as_json: JsonOpt = False,
 ) -> None:
     """Back a stream up to DIR: backup.json (config and state) and the archive."""
@@ -123,6 +151,7 @@ def stream_backup(
                 check=check,
                 timeout=max(cli.timeout, 10.0),
                 progress=progress,
+                convert_to=archive_format.archive_format(),
             )
 
     try:
@@ -189,6 +218,30 @@ def stream_restore(
     )
 
 
+@stream.app.command("convert")
+def stream_convert(
+    directory: Directory,
+    archive_format: Annotated[
+        ArchiveFormat,
+        typer.Option(
+            "--format",
+            help="nats: stream.tar.s2, which nats-server 2.15 and `nats stream restore` "
+            "read; headwater: stream.hwarc.",
+            case_sensitive=False,
+        ),
+    ],
+) -> None:
+    """Convert a backup directory's archive in place to another format (no server needed).
+
+    Consumers with unacknowledged messages restart from their ack floor in a nats archive,
+    as they do after a nats-server backup."""
+    try:
+        archive = convert_backup(directory, archive_format)
+    except BackupError as error:
+        raise _failed(error) from None
+    output.say(f"{directory}: {archive.name} ({output.size(archive.stat().st_size)})")
+
+
 def _refuse_if_findings(directory: Path) -> None:
     """The verifier's checks on one backup: checksums, sequences against the recorded state,
     counts, consumer state and configs. A restore of a damaged backup is refused before the
@@ -210,6 +263,7 @@ def account_backup(
     force: Force = False,
     consumers: Consumers = True,
     check: Check = False,
+    archive_format: FormatOpt = Format.SERVER,
     as_json: JsonOpt = False,
 ) -> None:
     """Back every stream up to DIR, one subdirectory per stream."""
@@ -225,6 +279,7 @@ def account_backup(
                 check=check,
                 timeout=max(cli.timeout, 10.0),
                 on_stream=lambda _name: progress,
+                convert_to=archive_format.archive_format(),
             )
 
     try:

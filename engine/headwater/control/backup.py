@@ -28,8 +28,10 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from headwater.archive import (
     ArchivedStream,
     ArchiveError,
+    ArchiveFormat,
     ArchiveSummary,
     archive_format,
+    convert_archive,
     open_archive,
 )
 from headwater.archive.layout import (
@@ -50,6 +52,7 @@ __all__ = [
     "Progress",
     "backup_account",
     "backup_stream",
+    "convert_backup",
     "prepare_directory",
     "read_backup",
     "restore_stream",
@@ -141,10 +144,13 @@ async def backup_stream(
     window_size: int = 8 * 1024 * 1024,
     timeout: float = 10.0,
     progress: Progress | None = None,
+    convert_to: ArchiveFormat | None = None,
 ) -> BackupResult:
     """Snapshot ``stream`` into ``directory``: ``backup.json`` and the archive, named by the
     format the server sent (``stream.hwarc`` from Headwater, ``stream.tar.s2`` from
-    nats-server; an archive in neither format is refused).
+    nats-server; an archive in neither format is refused). With ``convert_to`` the archive
+    is then converted to that format (:func:`convert_backup`), so that the other server
+    restores it.
 
     ``timeout`` bounds the API reply and each wait for the next chunk. The archive is written
     under a temporary name and renamed once the server reported success (status 204); an
@@ -206,6 +212,9 @@ async def backup_stream(
                 (path / other).unlink(missing_ok=True)
         backup = {"config": reply.get("config"), "state": state}
         (path / BACKUP_FILE).write_text(json.dumps(backup, indent=2))
+        if convert_to is not None:
+            archive = convert_backup(path, convert_to)
+            received = archive.stat().st_size
         return BackupResult(
             stream=stream,
             directory=path,
@@ -229,6 +238,7 @@ async def backup_account(
     check: bool = False,
     timeout: float = 10.0,
     on_stream: Callable[[str], Progress | None] | None = None,
+    convert_to: ArchiveFormat | None = None,
 ) -> list[BackupResult]:
     """Back every stream up into ``directory/<stream>/``; ``on_stream(name)`` may return a
     progress callback for that stream."""
@@ -246,6 +256,7 @@ async def backup_account(
                 check=check,
                 timeout=timeout,
                 progress=progress,
+                convert_to=convert_to,
             )
         )
     return results
@@ -274,6 +285,29 @@ def read_backup(directory: str | Path) -> tuple[dict[str, Any], Path]:
     if not isinstance(backup, dict) or not isinstance(backup.get("config"), dict):
         raise BackupError(f"{meta} has no stream config")
     return backup, found[0]
+
+
+def convert_backup(directory: str | Path, to: ArchiveFormat) -> Path:
+    """Convert the backup in ``directory`` in place so that its archive is in format ``to``
+    (nothing to do when it is already); the archive's path.
+
+    ``stream.tar.s2`` is what ``nats stream restore`` and nats-server's RESTORE read, and
+    ``stream.hwarc`` what Headwater snapshots hold (Headwater restores both). The conversion
+    reads and checks the whole archive; the old file is removed only once the new one is
+    complete, so a failure leaves the backup as it was."""
+    backup, archive = read_backup(directory)
+    target = Path(directory) / ARCHIVE_FILES[to]
+    if archive == target:
+        return archive
+    config = backup["config"]
+    try:
+        convert_archive(archive, target, to, str(config.get("name", "")), config)
+    except ArchiveError as exc:
+        raise BackupError(f"{archive} cannot be converted: {exc}") from None
+    except OSError as exc:
+        raise BackupError(f"{archive}: {exc.strerror or exc}") from None
+    archive.unlink()
+    return target
 
 
 def verify_archive(archive: Path, name: str, config: dict[str, Any]) -> int:

@@ -22,7 +22,7 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, StorageType
 
 from conftest import start_server
-from headwater.archive import ArchivedConsumer, NatsArchiveReader
+from headwater.archive import ArchivedConsumer, ArchiveFormat, NatsArchiveReader
 from headwater.archive.s2 import S2Reader
 from headwater.control.backup import (
     BACKUP_FILE,
@@ -322,6 +322,38 @@ async def test_migrate_stream_from_nats_server(
     ref_ack = await ref.jetstream().publish(f"{name.lower()}.0.even", b"after")
     hw_ack = await hnc.jetstream().publish(f"{name.lower()}.0.even", b"after")
     assert hw_ack.seq == ref_ack.seq == MESSAGES + 1
+
+
+@pytest.mark.parametrize("storage", [StorageType.FILE, StorageType.MEMORY])
+async def test_migrate_stream_from_headwater_to_nats_server(
+    ref: Client, hnc: Client, tmp_path: Path, storage: StorageType
+) -> None:
+    """The way back: a Headwater backup converted to NATSARC1 (``--format nats``) restores
+    into nats-server with every message and the stream's state. NATSARC1 has no pending
+    records, so a consumer with unacknowledged messages resumes from its ack floor there."""
+    name = f"BACK{storage.value.upper()}"
+    await fill(hnc, name, storage)
+    before = await stream_state(hnc, name)
+    before_msgs = await all_messages(hnc, name, MESSAGES)
+    work = await consumer_state(hnc, name, "WORK")
+    filt = await consumer_state(hnc, name, "FILT")
+    assert work["num_ack_pending"] == 3
+
+    await backup_stream(hnc, name, tmp_path / "b", convert_to=ArchiveFormat.NATS)
+    assert sorted(os.listdir(tmp_path / "b")) == [BACKUP_FILE, NATS_ARCHIVE_FILE]
+    await restore_stream(ref, tmp_path / "b", verify=True, timeout=30)
+
+    after = await stream_state(ref, name)
+    # nats-server's restore takes last_ts from the last stored message (see the test above).
+    assert after | {"last_ts": before["last_ts"]} == before
+    assert await all_messages(ref, name, MESSAGES) == before_msgs
+    assert await consumer_state(ref, name, "FILT") == filt
+    ref_work = await consumer_state(ref, name, "WORK")
+    assert ref_work["ack_floor"] == ref_work["delivered"] == work["ack_floor"]
+    assert ref_work["num_ack_pending"] == 0
+    floor = work["ack_floor"]["stream_seq"]
+    first_unacked = min(seq for seq in before_msgs if seq > floor)
+    assert (await next_delivery(ref, name, "WORK"))["stream_seq"] == first_unacked
 
 
 async def test_restored_consumers_come_from_the_archive(
