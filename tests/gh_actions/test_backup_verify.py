@@ -91,3 +91,12 @@ def test_verify_compare_needs_two_directories(act: RunAction) -> None:
     run = act("verify", compare="only-one")
     assert not run.ok
     assert run.annotations[0].message == "compare needs two directories, got: only-one"
+
+
+def test_backup_for_nats_server(orders: ServerProcess, act: RunAction, workspace: Path) -> None:
+    run = act("backup", server=orders.url, stream="ORDERS", directory="b", format="nats")
+    assert run.ok, run.log
+    assert json.loads(run.outputs["json"])["archive"] == "stream.tar.s2"
+    assert sorted(p.name for p in (workspace / "b").iterdir()) == ["backup.json", "stream.tar.s2"]
+    bad = act("backup", server=orders.url, stream="ORDERS", directory="c", format="zip")
+    assert not bad.ok
