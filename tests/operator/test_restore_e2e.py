@@ -1,6 +1,7 @@
 """spec.restore.from end to end: kopf's runner, the fake API server, a real headwater-server.
 
-Backups are Headwater archives (docs/ARCHIVE.md), so the server is Headwater only.
+The operator's server is Headwater; backups are Headwater archives (docs/ARCHIVE.md) or, for
+the migration path, a nats-server 2.15 backup (``stream.tar.s2``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import pytest
 from nats.aio.client import Client
 
 from headwater.control import api, units
-from headwater.control.backup import ARCHIVE_FILE, backup_stream
+from headwater.control.backup import ARCHIVE_FILE, NATS_ARCHIVE_FILE, backup_stream
+from headwater.testing import ServerProcess
 from tests.operator.conftest import Cluster, consumer_info, eventually, run_on, stream_info
 
 pytestmark = pytest.mark.parametrize("js_server", ["headwater"], indirect=True)
@@ -95,6 +97,25 @@ def test_a_missing_stream_is_restored_with_messages_and_consumer_state(
     # From now on the stream exists: the timer leaves it (and its messages) alone.
     eventually(lambda: "spec.restore ignored" in condition(cluster, "Ready").get("message", ""))
     assert (stream_info(cluster.server, "ORDERS") or {})["state"]["messages"] == MESSAGES
+
+
+def test_a_nats_server_backup_is_restored(cluster: Cluster, tmp_path: Path) -> None:
+    """Migrating under the operator: a stream backed up from nats-server is restored into
+    Headwater from ``spec.restore.from``, messages and consumer state included."""
+    backup = tmp_path / "orders"
+    with ServerProcess("nats", jetstream=True) as origin:
+
+        async def body(nc: Client) -> None:
+            await _fill_and_back_up(nc, backup)
+
+        run_on(origin, body)
+    assert (backup / NATS_ARCHIVE_FILE).is_file()
+    cluster.create("Stream", "orders", {**ORDERS, "restore": {"from": str(backup)}})
+    eventually(lambda: condition(cluster, "Ready").get("reason") == "Restored")
+    assert fetch_all(cluster) == [(seq, f"order {seq}", str(seq)) for seq in range(1, MESSAGES + 1)]
+    worker = consumer_info(cluster.server, "ORDERS", "worker") or {}
+    assert worker["ack_floor"]["stream_seq"] == ACKED
+    assert worker["num_pending"] == MESSAGES - ACKED
 
 
 def test_a_damaged_backup_is_refused_and_nothing_is_created(
