@@ -356,6 +356,31 @@ async def test_migrate_stream_from_headwater_to_nats_server(
     assert (await next_delivery(ref, name, "WORK"))["stream_seq"] == first_unacked
 
 
+async def test_headwater_snapshots_in_nats_format_when_configured(
+    ref: Client, tmp_path: Path
+) -> None:
+    """``jetstream { snapshot_format: nats }``: the server itself sends NATSARC1, so the
+    backup directory is the one nats-server (and ``nats stream restore``) takes as it is."""
+    conf = tmp_path / "hw.conf"
+    store = tmp_path / "store"
+    conf.write_text(
+        f'host: 127.0.0.1\nport: -1\njetstream {{ store_dir: "{store}", snapshot_format: nats }}\n'
+    )
+    for server in start_server("headwater", args=["-c", str(conf)]):
+        async for nc in _connect(server):
+            await fill(nc, "SNAP", StorageType.FILE)
+            before = await stream_state(nc, "SNAP")
+            before_msgs = await all_messages(nc, "SNAP", MESSAGES)
+            filt = await consumer_state(nc, "SNAP", "FILT")
+            await backup_stream(nc, "SNAP", tmp_path / "b")
+    assert sorted(os.listdir(tmp_path / "b")) == [BACKUP_FILE, NATS_ARCHIVE_FILE]
+    await restore_stream(ref, tmp_path / "b", verify=True, timeout=30)
+    after = await stream_state(ref, "SNAP")
+    assert after | {"last_ts": before["last_ts"]} == before
+    assert await all_messages(ref, "SNAP", MESSAGES) == before_msgs
+    assert await consumer_state(ref, "SNAP", "FILT") == filt
+
+
 async def test_restored_consumers_come_from_the_archive(
     src: Client, hnc: Client, tmp_path: Path
 ) -> None:

@@ -136,6 +136,8 @@ TLS_OK = "tls { cert_file: cert.pem, key_file: key.pem }\n"
         ('jetstream { sync_interval: "2m" }', "jetstream.sync_interval", 120.0),
         ("jetstream { sync: 10s }", "jetstream.sync_interval", 10.0),
         ("jetstream { domain: hub }", "jetstream.domain", "hub"),
+        ("jetstream { snapshot_format: NATS }", "jetstream.snapshot_format", "nats"),
+        ("jetstream { store_dir: /x }", "jetstream.snapshot_format", "headwater"),
         ("cluster { name: c1 }", "cluster.name", "c1"),
         ("cluster { listen: 0.0.0.0:6222 }", "cluster.port", 6222),
         ("cluster { listen: 0.0.0.0:6222 }", "cluster.host", "0.0.0.0"),
@@ -315,6 +317,10 @@ def test_file_keys(conf, text: str, path: str, expected: Any) -> None:
             'x.conf:1:35: unknown field "authorization.users[0].foo"',
         ),
         ("tls { foo: 1 }", 'x.conf:1:7: unknown field "tls.foo"'),
+        (
+            "jetstream { snapshot_format: tar }",
+            "jetstream.snapshot_format: expected one of headwater, nats, got 'tar'",
+        ),
         ("cluster { foo: 1 }", 'x.conf:1:11: unknown field "cluster.foo"'),
     ],
 )

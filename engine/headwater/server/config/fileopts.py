@@ -45,7 +45,7 @@ from headwater.server.config.keysets import (
     USER_REFUSED,
 )
 from headwater.server.config.nkey import is_public_user_key
-from headwater.server.config.settings import NkeyUser, User
+from headwater.server.config.settings import SNAPSHOT_FORMATS, NkeyUser, User
 from headwater.server.config.units import parse_duration, parse_storage_size
 
 INT32_MAX = 2**31 - 1
@@ -461,6 +461,7 @@ class FileReader:
             "domain": lambda k, n: self._set("jetstream.domain", self._str(k, n)),
             "sync_interval": self._sync_interval,
             "sync": self._sync_interval,
+            "snapshot_format": self._snapshot_format,
         }
         for name in ("max_memory_store", "max_mem_store", "max_mem"):
             handlers[name] = lambda k, n: self._set("jetstream.max_memory_store", self._size(k, n))
@@ -477,6 +478,14 @@ class FileReader:
             except ValueError as exc:
                 raise self._value_error(key, node, str(exc)) from None
         return self._int(key, node)
+
+    def _snapshot_format(self, key: str, node: Node) -> None:
+        value = self._str(key, node).lower()
+        if value not in SNAPSHOT_FORMATS:
+            raise self._value_error(
+                key, node, f"expected one of {', '.join(SNAPSHOT_FORMATS)}, got {value!r}"
+            )
+        self.opts["jetstream.snapshot_format"] = value
 
     def _sync_interval(self, key: str, node: Node) -> None:
         if isinstance(node.value, str) and node.value.lower() == "always":

@@ -91,6 +91,13 @@ class JetStreamSettings:
     so acknowledged data survives a power failure; nats-server defaults to 120 s. ``always``
     in the config maps to -1: fsync on every write, without batching."""
     domain: str | None = None
+    snapshot_format: str = "headwater"
+    """The archive STREAM.SNAPSHOT sends: ``headwater`` (docs/ARCHIVE.md: a checksum on every
+    record, the stream's config inside) or ``nats`` (nats-server 2.15's NATSARC1 in S2, which
+    nats-server and the nats CLI's backup tools read). RESTORE reads both either way."""
+
+
+SNAPSHOT_FORMATS = ("headwater", "nats")
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from headwater.archive import ArchivedConsumer, ArchivedStream, ArchiveWriter
+from headwater.archive import ArchivedConsumer, ArchivedStream, ArchiveWriter, NatsArchiveWriter
 from headwater.server.consumers import state as consumer_state
 from headwater.server.consumers.config import cfg_get, stored_json
 from headwater.server.routing.subjects import valid_literal_subject
@@ -277,7 +277,11 @@ class SnapshotSender:
         self._acked.set()
 
     async def _stream_archive(self) -> None:
-        writer = ArchiveWriter(self._pending.extend)
+        writer: ArchiveWriter | NatsArchiveWriter
+        if self.service.settings.snapshot_format == "nats":
+            writer = NatsArchiveWriter(self._pending.extend)
+        else:
+            writer = ArchiveWriter(self._pending.extend)
         writer.write_stream(self.header)
         for consumer in self.consumers:
             writer.write_consumer(consumer)
