@@ -10,7 +10,6 @@ import json
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import nats
 import pytest
@@ -29,6 +28,7 @@ from headwater.control.backup import (
     restore_stream,
 )
 from headwater.testing import ServerProcess
+from support.snapshots import collecting
 
 ARCHIVES = {"headwater": ARCHIVE_FILE, "nats": NATS_ARCHIVE_FILE}
 
@@ -52,18 +52,6 @@ async def make_stream(nc: Client, name: str, count: int = 30) -> None:
     for i in range(count):
         await js.publish(f"{name.lower()}.{i % 3}", os.urandom(50 + i), headers={"I": str(i)})
     await js.add_consumer(name, durable_name="D")
-
-
-async def watch_restores(nc: Client) -> tuple[list[Msg], Any]:
-    """Every RESTORE request the server is sent from now on."""
-    seen: list[Msg] = []
-
-    async def note(msg: Msg) -> None:
-        seen.append(msg)
-
-    sub = await nc.subscribe("$JS.API.STREAM.RESTORE.>", cb=note)
-    await nc.flush()
-    return seen, sub
 
 
 async def test_archive_named_by_format_and_restored_unchanged(
@@ -135,7 +123,7 @@ async def test_both_archives_are_refused_as_ambiguous(nc: Client, tmp_path: Path
     with pytest.raises(BackupError, match="ambiguous") as failure:
         read_backup(tmp_path)
     assert ARCHIVE_FILE in str(failure.value) and NATS_ARCHIVE_FILE in str(failure.value)
-    seen, sub = await watch_restores(nc)
+    seen, sub = await collecting(nc, "$JS.API.STREAM.RESTORE.>")
     for verify in (False, True):
         with pytest.raises(BackupError, match="ambiguous"):
             await restore_stream(nc, tmp_path, verify=verify)
@@ -170,7 +158,7 @@ async def test_verify_checks_the_archive_is_the_configs_stream(
     config = json.loads((tmp_path / BACKUP_FILE).read_text())["config"]
     renamed = dict(config, name="OTHER", subjects=["other.>"])
     if clean_server.kind == "headwater":
-        seen, sub = await watch_restores(nc)
+        seen, sub = await collecting(nc, "$JS.API.STREAM.RESTORE.>")
         with pytest.raises(BackupError, match="holds stream 'NAMED', not 'OTHER'"):
             await restore_stream(nc, tmp_path, verify=True, config=renamed)
         await nc.flush()

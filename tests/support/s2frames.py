@@ -3,12 +3,15 @@
 nats-server writes real ones; these builders make the elements and faults a server never
 writes on demand: every block element kind (literals of each length form, the three copy forms,
 each S2 repeat length form, overlapping copies), bad checksums, reserved chunks, archives out of
-order. Nothing here compresses: an encoder is not part of Headwater.
+order. Nothing here compresses; NATSARC1 entries are encoded with the writer's own
+``encode_entry``, whose output nats-server restores (tests/conformance).
 """
 
 from __future__ import annotations
 
 import google_crc32c
+
+from headwater.archive.natsarc import encode_entry, uvarint
 
 STREAM_ID = b"\xff\x06\x00\x00S2sTwO"
 
@@ -32,19 +35,6 @@ def data_chunk(data: bytes, *, block: bytes | None = None, crc: int | None = Non
 
 def s2_stream(*chunks: bytes) -> bytes:
     return STREAM_ID + b"".join(chunks)
-
-
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def varint(value: int) -> bytes:
-    return uvarint((value << 1) ^ (value >> 63))  # zigzag
 
 
 # --- block elements --------------------------------------------------------------------------
@@ -92,9 +82,7 @@ def block(size: int, *elements: bytes) -> bytes:
 
 
 def entry(name: str, *, ts: int = 0, seq: int = 0, hdr: bytes = b"", body: bytes = b"") -> bytes:
-    raw = name.encode()
-    sizes = (uvarint(len(raw)), varint(ts), uvarint(seq), uvarint(len(hdr)), uvarint(len(body)))
-    return b"".join((*sizes, raw, hdr, body))
+    return encode_entry(name.encode(), ts, seq, hdr, body)
 
 
 SENTINEL = entry("")

@@ -26,7 +26,7 @@ from nats.aio.client import Client
 from nats.js.api import AckPolicy, ConsumerConfig, StorageType
 from verify.backup_faults import _fill_orders
 
-from headwater.archive.s2 import S2_MAGIC, S2Reader
+from headwater.archive.s2 import S2_MAGIC, S2Reader, read_uvarint
 from headwater.control.backup import backup_stream
 from headwater.testing import ServerProcess
 from headwater.verify.backupdir import NATS_ARCHIVE_FILE, archive_files
@@ -189,17 +189,6 @@ class Entry:
         return replace(self, data=json.dumps(value).encode())
 
 
-def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-
-
 def encode_entry(e: Entry) -> bytes:
     return s2frames.entry(e.name, ts=e.ts, seq=e.seq, hdr=e.hdr, body=e.data)
 
@@ -210,11 +199,11 @@ def decode_entries(content: bytes) -> list[Entry]:
     pos = len(NATSARC_MAGIC)
     entries = []
     while True:
-        name_len, pos = _read_uvarint(content, pos)
-        zigzag, pos = _read_uvarint(content, pos)
-        seq, pos = _read_uvarint(content, pos)
-        hdr_size, pos = _read_uvarint(content, pos)
-        size, pos = _read_uvarint(content, pos)
+        name_len, pos = read_uvarint(content, pos)
+        zigzag, pos = read_uvarint(content, pos)
+        seq, pos = read_uvarint(content, pos)
+        hdr_size, pos = read_uvarint(content, pos)
+        size, pos = read_uvarint(content, pos)
         if not name_len:
             assert pos == len(content), "data after the sentinel"
             return entries

@@ -39,7 +39,14 @@ from headwater.archive.records import (
 )
 from headwater.archive.s2 import S2Reader, S2Writer
 
-__all__ = ["NATSARC_MAGIC", "NatsArchiveReader", "NatsArchiveWriter", "nats_state_to_archive"]
+__all__ = [
+    "NATSARC_MAGIC",
+    "NatsArchiveReader",
+    "NatsArchiveWriter",
+    "encode_entry",
+    "nats_state_to_archive",
+    "uvarint",
+]
 
 NATSARC_MAGIC = b"NATSARC1"
 STATE_ENTRY = "state.json"
@@ -326,7 +333,8 @@ def _consumer(entry: _Entry) -> ArchivedConsumer:
 # --- writing ---------------------------------------------------------------------------------
 
 
-def _uvarint(value: int) -> bytes:
+def uvarint(value: int) -> bytes:
+    """``value`` as an unsigned LEB128 varint (Go's ``binary.PutUvarint``)."""
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -335,15 +343,16 @@ def _uvarint(value: int) -> bytes:
     return bytes(out)
 
 
-def _entry_bytes(name: bytes, ts: int, seq: int, hdr: bytes, body: bytes) -> bytes:
+def encode_entry(name: bytes, ts: int, seq: int, hdr: bytes, body: bytes) -> bytes:
+    """One NATSARC1 entry (the sentinel is ``encode_entry(b"", 0, 0, b"", b"")``)."""
     zigzag = (ts << 1) ^ (ts >> 63)
     return b"".join(
         (
-            _uvarint(len(name)),
-            _uvarint(zigzag),
-            _uvarint(seq),
-            _uvarint(len(hdr)),
-            _uvarint(len(body)),
+            uvarint(len(name)),
+            uvarint(zigzag),
+            uvarint(seq),
+            uvarint(len(hdr)),
+            uvarint(len(body)),
             name,
             hdr,
             body,
@@ -408,20 +417,20 @@ class NatsArchiveWriter:
         last_seq = int(self._state.get("last_seq", 0))
         body = {"config": consumer.config, "state": _nats_consumer_state(consumer.state, last_seq)}
         name = (CONSUMER_PREFIX + consumer.name).encode()
-        self._consumers.append(_entry_bytes(name, consumer.created_ns, 0, b"", orjson.dumps(body)))
+        self._consumers.append(encode_entry(name, consumer.created_ns, 0, b"", orjson.dumps(body)))
 
     def write_message(self, seq: int, subject: str, hdr: bytes, data: bytes, ts: int) -> None:
         self._start()
         if seq <= self._last_seq:
             raise ValueError(f"message {seq} after {self._last_seq}: sequences must ascend")
-        self._s2.write(_entry_bytes(subject.encode(), ts, seq, hdr, data))
+        self._s2.write(encode_entry(subject.encode(), ts, seq, hdr, data))
         self._last_seq = seq
         self._messages += 1
         self._payload += len(hdr) + len(data)
 
     def close(self) -> ArchiveSummary:
         self._start()
-        self._s2.write(_entry_bytes(b"", 0, 0, b"", b""))
+        self._s2.write(encode_entry(b"", 0, 0, b"", b""))
         self._s2.close()
         return ArchiveSummary(self._messages, len(self._consumers), self._last_seq, self._payload)
 
@@ -444,5 +453,5 @@ class NatsArchiveWriter:
         }
         if state.get("num_deleted"):
             nats_state["num_deleted"] = int(state["num_deleted"])
-        head = _entry_bytes(STATE_ENTRY.encode(), time.time_ns(), 0, b"", orjson.dumps(nats_state))
+        head = encode_entry(STATE_ENTRY.encode(), time.time_ns(), 0, b"", orjson.dumps(nats_state))
         self._s2.write(head + b"".join(self._consumers))

@@ -22,7 +22,7 @@ import google_crc32c
 
 from headwater.archive.format import ChecksumMismatch, MalformedArchive, TruncatedArchive
 
-__all__ = ["S2_MAGIC", "S2Reader", "S2Writer", "decode_block", "is_s2_stream"]
+__all__ = ["S2_MAGIC", "S2Reader", "S2Writer", "decode_block", "is_s2_stream", "read_uvarint"]
 
 S2_MAGIC = b"\xff\x06\x00\x00S2sTwO"
 """The stream identifier chunk an S2 stream starts with."""
@@ -155,7 +155,8 @@ class S2Reader:
             # 0x80-0xFD are skippable (S2 puts its seek index there), 0xFE is padding.
 
 
-def _varint(src: bytes, pos: int) -> tuple[int, int]:
+def read_uvarint(src: bytes, pos: int) -> tuple[int, int]:
+    """The unsigned varint at ``src[pos:]`` and the position after it."""
     value = shift = 0
     while True:
         if pos >= len(src):
@@ -166,7 +167,7 @@ def _varint(src: bytes, pos: int) -> tuple[int, int]:
         if byte < 0x80:
             return value, pos
         shift += 7
-        if shift > 35:
+        if shift > 63:
             raise MalformedArchive("S2 block: varint too long")
 
 
@@ -183,7 +184,7 @@ def _repeat_length(code: int, src: bytes, pos: int) -> tuple[int, int]:
 
 def decode_block(src: bytes) -> bytes:
     """Decompress one S2 (or Snappy) block."""
-    size, pos = _varint(src, 0)
+    size, pos = read_uvarint(src, 0)
     if size > MAX_BLOCK:
         raise MalformedArchive(f"S2 block: declared size {size} exceeds 4 MiB")
     out = bytearray()

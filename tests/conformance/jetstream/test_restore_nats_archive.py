@@ -33,6 +33,7 @@ from headwater.control.backup import (
 )
 from headwater.testing import ServerProcess
 from support.s2frames import SENTINEL, stored
+from support.snapshots import collecting, store_leftovers
 
 MESSAGES = 3000
 BIG = 200 * 1024
@@ -251,15 +252,6 @@ async def next_delivery(nc: Client, stream: str, durable: str) -> dict[str, Any]
         return delivered(msg)
     finally:
         await sub.unsubscribe()
-
-
-def store_leftovers(hw: ServerProcess, name: str) -> list[str]:
-    root = Path(hw.store_dir) / "jetstream"
-    found = [str(p) for p in (root / "$G" / "streams").glob(name)]
-    restore_dir = root / ".restore"
-    if restore_dir.exists():
-        found += [str(p) for p in restore_dir.iterdir()]
-    return found
 
 
 def archive_content(archive: Path) -> bytes:
@@ -560,13 +552,7 @@ async def test_client_side_verify_refuses_a_damaged_nats_archive(
     backup, archives = await _damaged_backups(src, tmp_path)
     archive = backup / NATS_ARCHIVE_FILE
     del archives["good"]
-    requests: list[Msg] = []
-
-    async def seen(msg: Msg) -> None:
-        requests.append(msg)
-
-    watch = await hnc.subscribe("$JS.API.STREAM.RESTORE.>", cb=seen)
-    await hnc.flush()
+    requests, watch = await collecting(hnc, "$JS.API.STREAM.RESTORE.>")
     for damage, raw in archives.items():
         archive.write_bytes(raw)
         with pytest.raises(BackupError, match="failed verification") as failure:

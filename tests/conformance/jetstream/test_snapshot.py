@@ -28,6 +28,7 @@ from headwater.control.backup import (
     restore_stream,
 )
 from headwater.testing import ServerProcess
+from support.snapshots import collecting, store_leftovers
 
 ACK_REPLY = re.compile(r"^\$JS\.SNAPSHOT\.ACK\.(?P<stream>[^.]+)\.[^.]+\.(?P<len>\d+)\.(?P<i>\d+)$")
 
@@ -127,15 +128,6 @@ async def hnc(hw: ServerProcess) -> AsyncIterator[Client]:
         yield client
     finally:
         await client.close()
-
-
-def store_leftovers(hw: ServerProcess, name: str) -> list[str]:
-    root = Path(hw.store_dir) / "jetstream"
-    found = [str(p) for p in (root / "$G" / "streams").glob(name)]
-    restore_dir = root / ".restore"
-    if restore_dir.exists():
-        found += [str(p) for p in restore_dir.iterdir()]
-    return found
 
 
 # --------------------------------------------------------------------------- differential
@@ -388,13 +380,7 @@ async def test_restore_advisories_and_jsck(hnc: Client, tmp_path: Path) -> None:
         await js.publish("advr", b"x" * 50)
     await backup_stream(hnc, "ADVR", tmp_path, check=True)
     await js.delete_stream("ADVR")
-    events: list[Msg] = []
-
-    async def collect(msg: Msg) -> None:
-        events.append(msg)
-
-    sub = await hnc.subscribe("$JS.EVENT.ADVISORY.STREAM.*.ADVR", cb=collect)
-    await hnc.flush()
+    events, sub = await collecting(hnc, "$JS.EVENT.ADVISORY.STREAM.*.ADVR")
     await restore_stream(hnc, tmp_path)
     for _ in range(50):
         if len(events) >= 2:
