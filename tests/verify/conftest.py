@@ -7,9 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 from verify.backup_faults import Backups, make_backups, make_fleet, restore_and_back_up
 
 from headwater.testing import ServerProcess
+from headwater.verify.session import build_session
 
 
 @pytest.fixture(scope="session")
@@ -43,3 +45,13 @@ def restored(backups: Backups, tmp_path_factory: pytest.TempPathFactory) -> Path
         return restore_and_back_up(srv, backups["ORDERS"], target)
     finally:
         srv.cleanup()
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    """A ``local[2]`` Spark session for one test module."""
+    session = build_session("local[2]")
+    try:
+        yield session
+    finally:
+        session.stop()

@@ -17,14 +17,14 @@ import json
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import nats
 from nats.aio.client import Client
 from nats.js.api import AckPolicy, ConsumerConfig, StorageType
-from verify.backup_faults import _fill_orders
+from verify.backup_faults import Backups, _fill_orders
 
 from headwater.archive.s2 import S2_MAGIC, S2Reader, read_uvarint
 from headwater.control.backup import backup_stream
@@ -35,17 +35,6 @@ from support import s2frames
 NATSARC_MAGIC = b"NATSARC1"
 BIG_PAYLOAD = 900 * 1024
 """Under nats-server's default max_payload (1 MiB); a few of them span S2's 4 MiB blocks."""
-
-
-@dataclass
-class NatsBackups:
-    """Clean nats-server backups, by stream name."""
-
-    root: Path
-    dirs: dict[str, Path] = field(default_factory=dict)
-
-    def __getitem__(self, name: str) -> Path:
-        return self.dirs[name]
 
 
 def settle_archive_name(directory: Path) -> Path:
@@ -90,8 +79,8 @@ async def _fill(nc: Client) -> None:
 NAMES = ("ORDERS", "CACHE", "EMPTY", "PURGED", "BIG")
 
 
-async def _make(url: str, root: Path) -> NatsBackups:
-    out = NatsBackups(root)
+async def _make(url: str, root: Path) -> Backups:
+    out = Backups(root)
     nc = await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
     try:
         await _fill(nc)
@@ -104,7 +93,7 @@ async def _make(url: str, root: Path) -> NatsBackups:
     return out
 
 
-def make_nats_backups(server: ServerProcess, root: Path) -> NatsBackups:
+def make_nats_backups(server: ServerProcess, root: Path) -> Backups:
     assert server.kind == "nats"
     return asyncio.run(_make(server.url, root))
 

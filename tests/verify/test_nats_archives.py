@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 from verify import nats_faults as nf
 from verify.backup_faults import Backups
-from verify.nats_faults import NAMES, NatsBackups, copy_backup
+from verify.nats_faults import NAMES, copy_backup
 
 from headwater.archive import ArchivedConsumer, ArchivedMessage, NatsArchiveReader
 from headwater.cli.app import app
@@ -30,26 +30,16 @@ from headwater.verify.backupdir import (
 from headwater.verify.findings import BackupReport
 from headwater.verify.job import main as job_main
 from headwater.verify.job import run_verification
-from headwater.verify.session import build_session
 
 
 @pytest.fixture(scope="module")
-def nats_backups(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsBackups]:
+def nats_backups(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backups]:
     srv = ServerProcess("nats", jetstream=True)
     srv.start()
     try:
         yield nf.make_nats_backups(srv, tmp_path_factory.mktemp("nats-backups"))
     finally:
         srv.cleanup()
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = build_session("local[2]")
-    try:
-        yield session
-    finally:
-        session.stop()
 
 
 def meta(backup: Path) -> dict[str, Any]:
@@ -67,7 +57,7 @@ def contents(backup: Path) -> tuple[list[ArchivedConsumer], list[ArchivedMessage
     )
 
 
-def faulty(nats_backups: NatsBackups, tmp_path: Path, name: str = "ORDERS") -> Path:
+def faulty(nats_backups: Backups, tmp_path: Path, name: str = "ORDERS") -> Path:
     return copy_backup(nats_backups[name], tmp_path / f"{name.lower()}-copy")
 
 
@@ -79,7 +69,7 @@ def kinds(report: BackupReport) -> list[str]:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_clean_nats_backup_has_no_findings(nats_backups: NatsBackups, name: str) -> None:
+def test_clean_nats_backup_has_no_findings(nats_backups: Backups, name: str) -> None:
     """File and memory streams, gaps, an empty and a purged stream, consumers, payloads of
     900 KiB spanning S2 blocks: every check runs and none fires."""
     backup = nats_backups[name]
@@ -98,7 +88,7 @@ def test_clean_nats_backup_has_no_findings(nats_backups: NatsBackups, name: str)
 
 
 def test_clean_counts_match_the_headwater_server_backup(
-    nats_backups: NatsBackups, backups: Backups
+    nats_backups: Backups, backups: Backups
 ) -> None:
     """The same publishes and deletes on both servers: the same report (headwater's last
     message 38 of a state whose last_seq is 40, two consumers, 34 messages)."""
@@ -110,7 +100,7 @@ def test_clean_counts_match_the_headwater_server_backup(
     assert [getattr(ours, f) for f in fields] == [getattr(theirs, f) for f in fields]
 
 
-def test_large_payloads_span_s2_blocks(nats_backups: NatsBackups) -> None:
+def test_large_payloads_span_s2_blocks(nats_backups: Backups) -> None:
     """The BIG archive really exercises the decoder: several data chunks, both types."""
     chunks = nf.data_chunks(nats_backups["BIG"])
     assert len(chunks) >= 3
@@ -120,7 +110,7 @@ def test_large_payloads_span_s2_blocks(nats_backups: NatsBackups) -> None:
     assert all(len(m.data) >= nf.BIG_PAYLOAD - 6 for m in messages)
 
 
-def test_reencoded_archive_is_clean(nats_backups: NatsBackups, tmp_path: Path) -> None:
+def test_reencoded_archive_is_clean(nats_backups: Backups, tmp_path: Path) -> None:
     """The test-only encoder writes a valid S2 stream: the same entries, re-encoded in
     uncompressed chunks, verify clean (so the faults below are the only faults)."""
     copy = faulty(nats_backups, tmp_path, "BIG")
@@ -135,7 +125,7 @@ def test_reencoded_archive_is_clean(nats_backups: NatsBackups, tmp_path: Path) -
 # --------------------------------------------------------------------------- byte-level faults
 
 
-def test_flipped_crc(nats_backups: NatsBackups, tmp_path: Path) -> None:
+def test_flipped_crc(nats_backups: Backups, tmp_path: Path) -> None:
     copy = faulty(nats_backups, tmp_path)
     nf.flip_crc(copy)
     report = verify_backup(str(copy))
@@ -145,7 +135,7 @@ def test_flipped_crc(nats_backups: NatsBackups, tmp_path: Path) -> None:
     assert report.stream == "ORDERS"  # from backup.json: nothing of the archive was read
 
 
-def test_flipped_payload_byte(nats_backups: NatsBackups, tmp_path: Path) -> None:
+def test_flipped_payload_byte(nats_backups: Backups, tmp_path: Path) -> None:
     """A byte inside a large message's payload: only the chunk's CRC-32C can notice."""
     copy = faulty(nats_backups, tmp_path, "BIG")
     nf.flip_data(copy)
@@ -162,7 +152,7 @@ def test_flipped_payload_byte(nats_backups: NatsBackups, tmp_path: Path) -> None
     "truncate", [nf.truncate_at_chunk, nf.truncate_inside_chunk, nf.drop_sentinel]
 )
 def test_truncated_before_the_sentinel(
-    nats_backups: NatsBackups, tmp_path: Path, truncate: Any
+    nats_backups: Backups, tmp_path: Path, truncate: Any
 ) -> None:
     copy = faulty(nats_backups, tmp_path, "BIG")
     truncate(copy)
@@ -171,7 +161,7 @@ def test_truncated_before_the_sentinel(
     assert not report.complete
 
 
-def test_truncated_small_archive(nats_backups: NatsBackups, tmp_path: Path) -> None:
+def test_truncated_small_archive(nats_backups: Backups, tmp_path: Path) -> None:
     """ORDERS is one data chunk: cutting it leaves the S2 identifier only, or a partial one."""
     copy = faulty(nats_backups, tmp_path)
     nf.truncate_at_chunk(copy)
@@ -184,7 +174,7 @@ def test_truncated_small_archive(nats_backups: NatsBackups, tmp_path: Path) -> N
 # --------------------------------------------------------------------------- semantic faults
 
 
-def test_messages_out_of_order(nats_backups: NatsBackups, tmp_path: Path) -> None:
+def test_messages_out_of_order(nats_backups: Backups, tmp_path: Path) -> None:
     copy = faulty(nats_backups, tmp_path)
     seq, after = nf.swap_messages(copy)
     report = verify_backup(str(copy))
@@ -193,7 +183,7 @@ def test_messages_out_of_order(nats_backups: NatsBackups, tmp_path: Path) -> Non
     assert "ascend" in report.findings[0].detail
 
 
-def test_ack_floor_beyond_last_sequence(nats_backups: NatsBackups, tmp_path: Path) -> None:
+def test_ack_floor_beyond_last_sequence(nats_backups: Backups, tmp_path: Path) -> None:
     copy = faulty(nats_backups, tmp_path)
     floor = nf.ack_floor_beyond_last(copy)
     found = verify_backup(str(copy)).findings
@@ -204,7 +194,7 @@ def test_ack_floor_beyond_last_sequence(nats_backups: NatsBackups, tmp_path: Pat
     assert floor in {f.seq for f in found}
 
 
-def test_dropped_message_rewritten_consistently(nats_backups: NatsBackups, tmp_path: Path) -> None:
+def test_dropped_message_rewritten_consistently(nats_backups: Backups, tmp_path: Path) -> None:
     """A well-formed archive missing message 11: the counts against the state find it."""
     copy = faulty(nats_backups, tmp_path)
     nf.drop_message(copy, 11)
@@ -212,7 +202,7 @@ def test_dropped_message_rewritten_consistently(nats_backups: NatsBackups, tmp_p
     assert {f.kind for f in found} == {Kind.MESSAGE_COUNT, Kind.DELETED_COUNT, Kind.BYTE_COUNT}
 
 
-def test_memory_stream_byte_accounting(nats_backups: NatsBackups, tmp_path: Path) -> None:
+def test_memory_stream_byte_accounting(nats_backups: Backups, tmp_path: Path) -> None:
     """CACHE is a memory stream (16 bytes a message): read as a file stream it would not add
     up, so the storage type really comes from backup.json's config."""
     copy = faulty(nats_backups, tmp_path, "CACHE")
@@ -222,7 +212,7 @@ def test_memory_stream_byte_accounting(nats_backups: NatsBackups, tmp_path: Path
     assert kinds(verify_backup(str(copy))) == [Kind.BYTE_COUNT]
 
 
-def test_state_differs_from_backup_json(nats_backups: NatsBackups, tmp_path: Path) -> None:
+def test_state_differs_from_backup_json(nats_backups: Backups, tmp_path: Path) -> None:
     copy = faulty(nats_backups, tmp_path, "CACHE")
 
     def edit(state: dict[str, Any]) -> None:
@@ -235,7 +225,7 @@ def test_state_differs_from_backup_json(nats_backups: NatsBackups, tmp_path: Pat
     assert "state bytes" in mismatch.detail
 
 
-def test_invalid_consumer_config(nats_backups: NatsBackups, tmp_path: Path) -> None:
+def test_invalid_consumer_config(nats_backups: Backups, tmp_path: Path) -> None:
     copy = faulty(nats_backups, tmp_path)
 
     def edit(value: dict[str, Any]) -> None:
@@ -247,7 +237,7 @@ def test_invalid_consumer_config(nats_backups: NatsBackups, tmp_path: Path) -> N
     assert "consumer IDLE" in found[0].detail
 
 
-def test_invalid_stream_config_in_backup_json(nats_backups: NatsBackups, tmp_path: Path) -> None:
+def test_invalid_stream_config_in_backup_json(nats_backups: Backups, tmp_path: Path) -> None:
     """A nats-server archive's config is backup.json's: that is what is validated."""
     copy = faulty(nats_backups, tmp_path)
     data = meta(copy)
@@ -257,7 +247,7 @@ def test_invalid_stream_config_in_backup_json(nats_backups: NatsBackups, tmp_pat
     assert [f.kind for f in found] == [Kind.STREAM_CONFIG]
 
 
-def test_nats_214_tar_backup_is_unsupported(nats_backups: NatsBackups, tmp_path: Path) -> None:
+def test_nats_214_tar_backup_is_unsupported(nats_backups: Backups, tmp_path: Path) -> None:
     copy = faulty(nats_backups, tmp_path)
     nf.tar_backup(copy)
     report = verify_backup(str(copy))
@@ -270,7 +260,7 @@ def test_nats_214_tar_backup_is_unsupported(nats_backups: NatsBackups, tmp_path:
 
 
 def test_both_archives_is_a_finding(
-    nats_backups: NatsBackups, backups: Backups, tmp_path: Path
+    nats_backups: Backups, backups: Backups, tmp_path: Path
 ) -> None:
     copy = faulty(nats_backups, tmp_path)
     (copy / ARCHIVE_FILE).write_bytes((backups["ORDERS"] / ARCHIVE_FILE).read_bytes())
@@ -283,7 +273,7 @@ def test_both_archives_is_a_finding(
     )
 
 
-def test_archive_alone_is_a_backup_directory(nats_backups: NatsBackups, tmp_path: Path) -> None:
+def test_archive_alone_is_a_backup_directory(nats_backups: Backups, tmp_path: Path) -> None:
     """Without backup.json: that is the one finding; no config checks run on the missing
     config (and no byte accounting, which needs its storage type), the rest do."""
     copy = faulty(nats_backups, tmp_path, "CACHE")
@@ -301,7 +291,7 @@ def test_archive_alone_is_a_backup_directory(nats_backups: NatsBackups, tmp_path
     }
 
 
-def test_missing_archive(nats_backups: NatsBackups, tmp_path: Path) -> None:
+def test_missing_archive(nats_backups: Backups, tmp_path: Path) -> None:
     copy = faulty(nats_backups, tmp_path)
     (copy / NATS_ARCHIVE_FILE).unlink()
     report = verify_backup(str(copy))
@@ -310,7 +300,7 @@ def test_missing_archive(nats_backups: NatsBackups, tmp_path: Path) -> None:
     assert report.format == ""
 
 
-def test_name_does_not_decide_the_format(nats_backups: NatsBackups, tmp_path: Path) -> None:
+def test_name_does_not_decide_the_format(nats_backups: Backups, tmp_path: Path) -> None:
     """Until every writer names them stream.tar.s2, a nats-server archive may be called
     stream.hwarc: it is read by its content."""
     copy = faulty(nats_backups, tmp_path)
@@ -332,7 +322,7 @@ FAULTS = {
 
 
 def test_spark_job_finds_the_faults(
-    spark: SparkSession, nats_backups: NatsBackups, backups: Backups, tmp_path: Path
+    spark: SparkSession, nats_backups: Backups, backups: Backups, tmp_path: Path
 ) -> None:
     """One job over clean nats-server backups of every stream, a headwater-server one and
     each fault: each backup gets exactly its finding."""
@@ -361,7 +351,7 @@ def test_spark_job_finds_the_faults(
 
 
 def test_spark_compare_across_formats(
-    spark: SparkSession, nats_backups: NatsBackups, backups: Backups, tmp_path: Path
+    spark: SparkSession, nats_backups: Backups, backups: Backups, tmp_path: Path
 ) -> None:
     """The same ORDERS on headwater-server and on nats-server hold the same messages; a
     changed payload in the nats-server archive is found by the comparison."""
@@ -383,7 +373,7 @@ def test_spark_compare_across_formats(
 
 def test_cli_and_job_entry_point(
     spark: SparkSession,
-    nats_backups: NatsBackups,
+    nats_backups: Backups,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:

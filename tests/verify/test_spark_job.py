@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,16 +29,6 @@ from headwater.verify.compare import compare_backups
 from headwater.verify.job import main as job_main
 from headwater.verify.job import plan_tasks, run_verification
 from headwater.verify.report import report_name
-from headwater.verify.session import build_session
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = build_session("local[2]")
-    try:
-        yield session
-    finally:
-        session.stop()
 
 
 def jobs_run(spark: SparkSession, group: str) -> int:

@@ -179,7 +179,8 @@ func scenarioStreams(nc *nats.Conn, js nats.JetStreamContext) {
 	bad.Storage = nats.MemoryStorage
 	_, err = js.UpdateStream(&bad)
 	out["update_storage_change"] = errObs(err)
-	pub("iop.st2.x", "seven", "", nil)
+	pub("iop.st2.x", "seven", "", nil) // a subject added by the update
+	out["pub_after_update"] = acks[len(acks)-1]
 
 	names := []string{}
 	for n := range js.StreamNames() {
@@ -334,14 +335,16 @@ func scenarioConsumers(nc *nats.Conn, js nats.JetStreamContext, url string) {
 		func(ci *nats.ConsumerInfo) bool { return ci.NumAckPending == 5 }))
 	_, err = sub.Fetch(1, nats.MaxWait(300*time.Millisecond))
 	out["fetch_empty"] = errIs(err, nats.ErrTimeout)
-	must("unsubscribe pull", sub.Unsubscribe()) // keeps the durable
-
 	names := []string{}
 	for n := range js.ConsumerNames(stream) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	out["consumer_names"] = names
+	// nats.go deletes a consumer that its subscribe call created, durable or not.
+	must("unsubscribe pull", sub.Unsubscribe())
+	_, err = js.ConsumerInfo(stream, "pull1")
+	out["info_after_unsubscribe"] = errIs(err, nats.ErrConsumerNotFound)
 
 	// Push durable shared by a queue group of two members on two connections.
 	var mu sync.Mutex
@@ -460,8 +463,11 @@ func scenarioConsumers(nc *nats.Conn, js nats.JetStreamContext, url string) {
 	out["info_missing_consumer"] = errIs(err, nats.ErrConsumerNotFound)
 	_, err = js.ConsumerInfo("IOP_NO_SUCH_STREAM", "nope")
 	out["info_consumer_missing_stream"] = errIs(err, nats.ErrStreamNotFound)
-	out["delete_consumer"] = errObs(js.DeleteConsumer(stream, "pull1"))
-	out["delete_consumer_again"] = errIs(js.DeleteConsumer(stream, "pull1"),
+	_, err = js.AddConsumer(stream, &nats.ConsumerConfig{Durable: "made",
+		AckPolicy: nats.AckExplicitPolicy, FilterSubject: "iop.co.pull"})
+	out["add_consumer"] = errObs(err)
+	out["delete_consumer"] = errObs(js.DeleteConsumer(stream, "made"))
+	out["delete_consumer_again"] = errIs(js.DeleteConsumer(stream, "made"),
 		nats.ErrConsumerNotFound)
 	must("delete stream", js.DeleteStream(stream))
 }

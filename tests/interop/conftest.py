@@ -1,0 +1,115 @@
+"""Builds ``gojs`` (tests/interop/gojs/main.go), a nats.go program that runs one JetStream
+scenario and prints what the client saw as one JSON object.
+
+nats.go comes from Debian (``golang-github-nats-io-go-nats-dev``, nats.go 1.22.1) and is built
+offline in GOPATH mode, so no Go module is downloaded. When Go or the package is missing (a
+fresh CI machine), the session installs them with apt-get. The binary is cached in the temp
+directory under a name keyed by the hash of its source, the nats.go sources and the Go
+version, so later runs skip the build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SOURCE = Path(__file__).parent / "gojs" / "main.go"
+GOPATH = Path("/usr/share/gocode")
+NATS_GO = GOPATH / "src" / "github.com" / "nats-io" / "nats.go"
+APT_PACKAGES = ["golang-go", "golang-github-nats-io-go-nats-dev"]
+
+RunGo = Callable[[str, str], dict[str, Any]]
+
+
+def _toolchain_ready() -> bool:
+    return shutil.which("go") is not None and (NATS_GO / "js.go").is_file()
+
+
+def _install_toolchain() -> None:
+    """apt-get install Go and nats.go; pytest.fail (never skip) with the reason if it can't."""
+    if os.geteuid() != 0:
+        pytest.fail(f"Go/nats.go missing and not root: apt-get install {' '.join(APT_PACKAGES)}")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *APT_PACKAGES]):
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+        if proc.returncode != 0:
+            pytest.fail(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    if not _toolchain_ready():
+        pytest.fail(f"Go or nats.go still missing after apt-get install {' '.join(APT_PACKAGES)}")
+
+
+def _cache_key() -> str:
+    h = hashlib.sha256(SOURCE.read_bytes())
+    for name in sorted(p.name for p in NATS_GO.glob("*.go")):
+        h.update(name.encode())
+        h.update((NATS_GO / name).read_bytes())
+    version = subprocess.run(["go", "version"], capture_output=True, text=True, check=True)
+    h.update(version.stdout.encode())
+    return h.hexdigest()[:16]
+
+
+def build_gojs() -> Path:
+    if not _toolchain_ready():
+        _install_toolchain()
+    binary = Path(tempfile.gettempdir()) / f"headwater-gojs-{_cache_key()}"
+    if binary.is_file() and os.access(binary, os.X_OK):
+        return binary
+    partial = binary.with_name(f"{binary.name}.{os.getpid()}.partial")
+    env = dict(os.environ, GO111MODULE="off", GOPATH=str(GOPATH), GOFLAGS="")
+    env.setdefault("GOCACHE", str(Path(tempfile.gettempdir()) / "headwater-gocache"))
+    proc = subprocess.run(
+        ["go", "build", "-o", str(partial), SOURCE.name],
+        cwd=SOURCE.parent,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    if proc.returncode != 0:
+        partial.unlink(missing_ok=True)
+        pytest.fail(f"building {SOURCE} failed:\n{proc.stdout}{proc.stderr}")
+    os.replace(partial, binary)  # atomic: a concurrent session sees all of it or nothing
+    return binary
+
+
+@pytest.fixture(scope="session")
+def gojs_binary() -> Path:
+    return build_gojs()
+
+
+@pytest.fixture(scope="session")
+def run_gojs(gojs_binary: Path) -> RunGo:
+    """``run_gojs(url, scenario)``: the scenario's observations; fails the test on a crash."""
+
+    def run(url: str, scenario: str) -> dict[str, Any]:
+        proc = subprocess.run(
+            [str(gojs_binary), "-url", url, "-scenario", scenario],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        try:
+            observed = json.loads(proc.stdout)
+        except json.JSONDecodeError:
+            pytest.fail(
+                f"gojs {scenario} against {url} printed no JSON (exit {proc.returncode}):\n"
+                f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-2000:]}"
+            )
+        if proc.returncode != 0 or "fatal" in observed:
+            pytest.fail(
+                f"gojs {scenario} against {url} stopped at {observed.get('fatal')} "
+                f"(exit {proc.returncode}); observed so far: {json.dumps(observed)[:3000]}\n"
+                f"stderr: {proc.stderr[-2000:]}"
+            )
+        return observed
+
+    return run
