@@ -183,13 +183,47 @@ def _repeat_length(code: int, src: bytes, pos: int) -> tuple[int, int]:
 
 
 def decode_block(src: bytes) -> bytes:
-    """Decompress one S2 (or Snappy) block."""
+    """Decompress one S2 (or Snappy) block.
+
+    S2 differs from Snappy in one element, the repeat. A block without repeats (S2Writer's
+    always) is decoded by cramjam's Snappy at native speed; otherwise the repeats are first
+    rewritten into the explicit copies they stand for (:func:`_snappy_block`), which only
+    walks the elements and costs about a quarter of decoding them in Python."""
     size, pos = read_uvarint(src, 0)
     if size > MAX_BLOCK:
         raise MalformedArchive(f"S2 block: declared size {size} exceeds 4 MiB")
+    try:
+        return bytes(cramjam.snappy.decompress_raw(src))
+    except cramjam.DecompressionError:
+        pass
+    try:
+        return bytes(cramjam.snappy.decompress_raw(_snappy_block(src, pos)))
+    except cramjam.DecompressionError as exc:
+        raise MalformedArchive(f"S2 block: {exc}") from None
+
+
+def _copies(offset: int, length: int) -> bytes:
+    """Snappy copy elements for ``length`` bytes from ``offset`` back (at most 64 each)."""
     out = bytearray()
+    wide = offset > 0xFFFF
+    while length:
+        n = min(length, 64)
+        length -= n
+        if wide:
+            out += bytes([((n - 1) << 2) | 3]) + offset.to_bytes(4, "little")
+        else:
+            out += bytes([((n - 1) << 2) | 2, offset & 0xFF, offset >> 8])
+    return bytes(out)
+
+
+def _snappy_block(src: bytes, pos: int) -> bytes:
+    """``src`` with every repeat element replaced by the copies it stands for; elements
+    from ``pos`` (after the size). Structural faults raise MalformedArchive; offsets and
+    lengths are left to the Snappy decoder to check."""
+    parts: list[bytes] = []
+    done = 0  # src[:done] is already in parts
     end = len(src)
-    offset = 0  # the last copy offset, which a repeat reuses; none at a block's start
+    offset = 0  # the last copy offset; a block cannot open with a repeat
     try:
         while pos < end:
             tag = src[pos]
@@ -197,47 +231,32 @@ def decode_block(src: bytes) -> bytes:
             if kind == 0:  # literal
                 n = tag >> 2
                 if n < 60:
-                    pos += 1
+                    pos += n + 2
                 else:
                     extra = n - 59
                     n = int.from_bytes(src[pos + 1 : pos + 1 + extra], "little")
-                    pos += 1 + extra
-                n += 1
-                if pos + n > end:
-                    raise MalformedArchive("S2 block: literal runs past the block")
-                out += src[pos : pos + n]
-                pos += n
-                continue
-            if kind == 1:  # copy, 1-byte offset; offset 0 is S2's repeat
-                code = (tag >> 2) & 7
-                new_offset = ((tag & 0xE0) << 3) | src[pos + 1]
-                pos += 2
-                if new_offset == 0:
-                    length, pos = _repeat_length(code, src, pos)
-                else:
-                    length = code + 4
-                    offset = new_offset
+                    pos += extra + n + 2
             elif kind == 2:  # copy, 2-byte offset
-                length = (tag >> 2) + 1
                 offset = src[pos + 1] | (src[pos + 2] << 8)
                 pos += 3
-            else:  # copy, 4-byte offset
-                length = (tag >> 2) + 1
+            elif kind == 3:  # copy, 4-byte offset
                 offset = int.from_bytes(src[pos + 1 : pos + 5], "little")
                 pos += 5
-            start = len(out) - offset
-            if offset == 0 or start < 0:
-                raise MalformedArchive("S2 block: copy offset outside the output")
-            if length <= offset:
-                out += out[start : start + length]
-            else:  # the copy overlaps its own output: the last `offset` bytes repeat
-                pattern = bytes(out[start:])
-                whole, rest = divmod(length, offset)
-                out += pattern * whole + pattern[:rest]
+            else:  # copy, 1-byte offset; offset 0 is the repeat
+                short = ((tag & 0xE0) << 3) | src[pos + 1]
+                if short:
+                    offset = short
+                    pos += 2
+                    continue
+                if not offset:
+                    raise MalformedArchive("S2 block: a repeat before any copy")
+                length, after = _repeat_length((tag >> 2) & 7, src, pos + 2)
+                parts.append(src[done:pos])
+                parts.append(_copies(offset, length))
+                pos = done = after
     except IndexError:
         raise MalformedArchive("S2 block: element runs past the block") from None
     if pos != end:
         raise MalformedArchive("S2 block: element runs past the block")
-    if len(out) != size:
-        raise MalformedArchive(f"S2 block: decoded {len(out)} bytes, header says {size}")
-    return bytes(out)
+    parts.append(src[done:])
+    return b"".join(parts)

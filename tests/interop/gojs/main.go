@@ -70,9 +70,13 @@ func errIs(err error, target error) map[string]any {
 	return map[string]any{"error": errObs(err), "is": errors.Is(err, target)}
 }
 
+// headerObs copies headers, replacing the server's timestamp (direct get) by a marker.
 func headerObs(h nats.Header) map[string][]string {
 	r := map[string][]string{}
 	for k, v := range h {
+		if k == "Nats-Time-Stamp" {
+			v = []string{fmt.Sprintf("<%d timestamp(s)>", len(v))}
+		}
 		r[k] = v
 	}
 	return r
@@ -167,11 +171,15 @@ func scenarioStreams(nc *nats.Conn, js nats.JetStreamContext) {
 	si, err = js.StreamInfo(name)
 	must("info", err)
 	out["info_state"] = streamState(si)
+	si, err = js.StreamInfo(name, &nats.StreamInfoRequest{SubjectsFilter: "iop.st.>"})
+	must("info with subjects", err)
+	out["info_subjects"] = si.State.Subjects
 
 	cfg := si.Config
 	cfg.Subjects = append(cfg.Subjects, "iop.st2.*")
 	cfg.MaxMsgs = 100
 	cfg.Description = "updated by gojs"
+	cfg.AllowDirect = true
 	si, err = js.UpdateStream(&cfg)
 	must("update", err)
 	out["update_config"] = streamConfig(si.Config)
@@ -190,6 +198,11 @@ func scenarioStreams(nc *nats.Conn, js nats.JetStreamContext) {
 	}
 	sort.Strings(names)
 	out["stream_names"] = names
+	filtered := []string{}
+	for n := range js.StreamNames(nats.StreamListFilter("iop.st2.q")) {
+		filtered = append(filtered, n)
+	}
+	out["stream_names_by_subject"] = filtered
 	listed := []any{}
 	for s := range js.Streams() {
 		if s.Config.Name == name {
@@ -204,6 +217,10 @@ func scenarioStreams(nc *nats.Conn, js nats.JetStreamContext) {
 	out["get_missing"] = rawMsg(js.GetMsg(name, 99))
 	out["get_last_b"] = rawMsg(js.GetLastMsg(name, "iop.st.b"))
 	out["get_last_none"] = rawMsg(js.GetLastMsg(name, "iop.st.zzz"))
+	out["direct_get_3"] = rawMsg(js.GetMsg(name, 3, nats.DirectGet()))
+	out["direct_get_missing"] = rawMsg(js.GetMsg(name, 99, nats.DirectGet()))
+	out["direct_get_last_b"] = rawMsg(js.GetLastMsg(name, "iop.st.b", nats.DirectGet()))
+	out["direct_get_next_c"] = rawMsg(js.GetMsg(name, 1, nats.DirectGetNext("iop.st.c")))
 
 	out["delete_2"] = errObs(js.DeleteMsg(name, 2))
 	out["delete_2_again"] = errObs(js.DeleteMsg(name, 2))
@@ -459,6 +476,24 @@ func scenarioConsumers(nc *nats.Conn, js nats.JetStreamContext, url string) {
 	out["ordered"] = map[string]any{"received": got, "in_order": inOrder, "first": first,
 		"last": last}
 
+	// MaxDeliver 2: after two Naks the message is not offered again.
+	_, err = js.Publish("iop.co.md", []byte("md-1"))
+	must("publish md", err)
+	mdSub, err := js.PullSubscribe("iop.co.md", "md", nats.AckExplicit(), nats.MaxDeliver(2))
+	must("pull subscribe md", err)
+	mdSeen := []any{}
+	for i := 0; i < 2; i++ {
+		msgs, seen := fetchObs(mdSub, 1)
+		mdSeen = append(mdSeen, seen...)
+		must("nak md", msgs[0].Nak())
+	}
+	out["max_deliver_fetches"] = mdSeen
+	_, err = mdSub.Fetch(1, nats.MaxWait(300*time.Millisecond))
+	out["max_deliver_exhausted"] = errIs(err, nats.ErrTimeout)
+	out["max_deliver_info"] = consumerInfo(settledInfo(js, stream, "md",
+		func(ci *nats.ConsumerInfo) bool { return ci.NumRedelivered <= 1 }))
+	must("unsubscribe md", mdSub.Unsubscribe())
+
 	_, err = js.ConsumerInfo(stream, "nope")
 	out["info_missing_consumer"] = errIs(err, nats.ErrConsumerNotFound)
 	_, err = js.ConsumerInfo("IOP_NO_SUCH_STREAM", "nope")
@@ -580,25 +615,44 @@ initialLoop:
 	}
 	out["watch_initial"] = initial
 	out["watch_marker"] = marker
-	_, err = kv.Put("d", []byte("d1"))
-	must("put d", err)
-	must("delete d", kv.Delete("d"))
-	_, err = kv.Put("a", []byte("a-last"))
-	must("put a last", err)
+	// One change at a time, each read before the next is made: an entry's delta is the
+	// count of messages stored after it when it is delivered, so batching would race.
 	updates := []any{}
-	for len(updates) < 3 {
+	for _, op := range []func() error{
+		func() error { _, err := kv.Put("d", []byte("d1")); return err },
+		func() error { return kv.Delete("d") },
+		func() error { _, err := kv.Put("a", []byte("a-last")); return err },
+	} {
+		must("watched change", op())
 		select {
 		case e := <-w.Updates():
 			updates = append(updates, entryObs(e))
 		case <-time.After(5 * time.Second):
 			updates = append(updates, "timeout")
 		}
-		if updates[len(updates)-1] == "timeout" {
-			break
-		}
 	}
 	out["watch_updates"] = updates
 	must("watch stop", w.Stop())
+
+	wh, err := kv.WatchAll(nats.IncludeHistory())
+	must("watch history", err)
+	hist2 := []any{}
+	timeout = time.After(5 * time.Second)
+historyLoop:
+	for {
+		select {
+		case e := <-wh.Updates():
+			if e == nil {
+				break historyLoop
+			}
+			hist2 = append(hist2, []any{e.Key(), e.Revision(), e.Operation().String()})
+		case <-timeout:
+			hist2 = append(hist2, "timeout")
+			break historyLoop
+		}
+	}
+	out["watch_history"] = hist2
+	must("watch history stop", wh.Stop())
 
 	wk, err := kv.Watch("a")
 	must("watch a", err)
@@ -710,6 +764,8 @@ func scenarioObjects(nc *nats.Conn, js nats.JetStreamContext) {
 	out["rename_onto_existing"] = errObs(obj.UpdateMeta("small",
 		&nats.ObjectMeta{Name: "big2"}))
 
+	out["put_small_again"] = objInfo(obj.PutString("small", "hello again, object"))
+	out["get_small_again"] = objInfo(obj.GetInfo("small"))
 	out["delete_small"] = errObs(obj.Delete("small"))
 	out["get_info_deleted"] = objInfo(obj.GetInfo("small"))
 	out["get_info_deleted_shown"] = objInfo(obj.GetInfo("small",
@@ -739,6 +795,12 @@ func scenarioObjects(nc *nats.Conn, js nats.JetStreamContext) {
 	si, err := js.StreamInfo("OBJ_iop_obj")
 	must("object stream info", err)
 	out["stream_msgs"] = si.State.Msgs
+	out["seal"] = errObs(obj.Seal())
+	st, err = obj.Status()
+	must("status after seal", err)
+	out["sealed"] = st.Sealed()
+	_, err = obj.PutString("late", "too late")
+	out["put_after_seal"] = errObs(err)
 	out["stream_subjects"] = si.Config.Subjects
 	out["delete_store"] = errObs(js.DeleteObjectStore("iop_obj"))
 	_, err = js.ObjectStore("iop_obj")
