@@ -159,3 +159,31 @@ def test_objects(observed: Any) -> None:
         assert o["sealed"] is True
         assert api_error(o["put_after_seal"])[1] == 10109
     assert_same("objects", ours, theirs)
+
+
+def test_policies(observed: Any) -> None:
+    ours, theirs = observed("policies")
+
+    def data(fetched: Observed) -> list[str]:
+        return [m["data"] for m in fetched["msgs"]]
+
+    for o in (ours, theirs):
+        assert api_error(o["wq_overlapping_consumer"])[1] == 10100
+        assert o["wq_state_after_acks"]["msgs"] == 3
+        assert o["int_state_no_consumers"]["msgs"] == 0
+        assert o["int_state_c1_acked"]["msgs"] == 3
+        assert o["int_state_all_acked"]["msgs"] == 0
+        assert [a.get("seq") for a in o["lim_per_subject"]] == [1, 2, None]
+        assert api_error(o["lim_per_subject"][2])[1] == 10077
+        assert api_error(o["lim_too_big"][0])[1] == 10054
+        assert api_error(o["lim_second_consumer"])[1] == 10026
+        assert o["old_state"]["first_seq"] == 3 and o["old_get_1"]["not_found"]
+        assert o["aw_again"]["msgs"][0]["delivered"] == 2
+        assert data(o["dp_last_per_subject"]) == ["y2", "x3"]
+        assert data(o["dp_start_seq"]) == ["x2", "x3"]
+        assert data(o["dp_last"]) == ["x3"]
+        assert data(o["dp_new_before"]) == [] and data(o["dp_new_after"]) == ["y3"]
+        assert api_error(o["cc_start_seq_with_all"])[1] == 10094
+        assert o["cc_update"]["ack_wait"] == "10s"
+        assert api_error(o["cc_update_deliver_policy"])[1] == 10012
+    assert_same("policies", ours, theirs)

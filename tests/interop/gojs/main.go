@@ -10,7 +10,7 @@
 //
 //	GO111MODULE=off GOPATH=/usr/share/gocode go build -o gojs main.go
 //
-// Usage: gojs -url nats://127.0.0.1:4222 -scenario streams|consumers|kv|objects
+// Usage: gojs -url nats://127.0.0.1:4222 -scenario streams|consumers|kv|objects|policies
 package main
 
 import (
@@ -807,9 +807,174 @@ func scenarioObjects(nc *nats.Conn, js nats.JetStreamContext) {
 	out["bind_deleted"] = errObs(err)
 }
 
+// ---------------------------------------------------------------------------------------
+// policies: retention, limits, ack wait, deliver policies, consumer config errors
+
+func pubsObs(js nats.JetStreamContext, subj string, payloads ...string) []any {
+	r := []any{}
+	for _, p := range payloads {
+		r = append(r, pubAck(js.Publish(subj, []byte(p))))
+	}
+	return r
+}
+
+func fetchData(sub *nats.Subscription, n int, ack bool) any {
+	msgs, err := sub.Fetch(n, nats.MaxWait(400*time.Millisecond))
+	r := []any{}
+	for _, m := range msgs {
+		r = append(r, metaObs(m))
+		if ack {
+			must("ack", m.AckSync())
+		}
+	}
+	return map[string]any{"msgs": r, "error": errObs(err)}
+}
+
+func stateOf(js nats.JetStreamContext, stream string) map[string]any {
+	si, err := js.StreamInfo(stream)
+	must("info "+stream, err)
+	return streamState(si)
+}
+
+func scenarioPolicies(nc *nats.Conn, js nats.JetStreamContext) {
+	// Work queue: one consumer per subject, acked messages leave the stream.
+	_, err := js.AddStream(&nats.StreamConfig{Name: "IOP_WQ", Subjects: []string{"iop.wq.>"},
+		Retention: nats.WorkQueuePolicy})
+	must("add wq", err)
+	pubsObs(js, "iop.wq.a", "a1", "a2", "a3")
+	pubsObs(js, "iop.wq.b", "b1", "b2")
+	wa, err := js.PullSubscribe("iop.wq.a", "wa")
+	must("wq consumer", err)
+	_, err = js.PullSubscribe("iop.wq.>", "wall")
+	out["wq_overlapping_consumer"] = errObs(err)
+	out["wq_fetch"] = fetchData(wa, 2, true)
+	out["wq_state_after_acks"] = stateOf(js, "IOP_WQ")
+
+	// Interest: kept only while some consumer still needs a message.
+	_, err = js.AddStream(&nats.StreamConfig{Name: "IOP_INT", Subjects: []string{"iop.in.>"},
+		Retention: nats.InterestPolicy})
+	must("add interest", err)
+	out["int_pub_no_consumers"] = pubsObs(js, "iop.in.x", "n1", "n2")
+	out["int_state_no_consumers"] = stateOf(js, "IOP_INT")
+	c1, err := js.PullSubscribe("iop.in.x", "c1")
+	must("interest c1", err)
+	c2, err := js.PullSubscribe("iop.in.x", "c2")
+	must("interest c2", err)
+	out["int_pub"] = pubsObs(js, "iop.in.x", "i1", "i2", "i3")
+	// nats-server counts a consumer's pending messages asynchronously after a publish; wait
+	// for the count so the delivered messages' pending values do not race it.
+	for _, c := range []string{"c1", "c2"} {
+		settledInfo(js, "IOP_INT", c, func(ci *nats.ConsumerInfo) bool { return ci.NumPending == 3 })
+	}
+	out["int_fetch_c1"] = fetchData(c1, 3, true)
+	out["int_state_c1_acked"] = stateOf(js, "IOP_INT")
+	out["int_fetch_c2"] = fetchData(c2, 3, true)
+	out["int_state_all_acked"] = stateOf(js, "IOP_INT")
+
+	// Limits.
+	_, err = js.AddStream(&nats.StreamConfig{Name: "IOP_LIM", Subjects: []string{"iop.lim.>"},
+		MaxMsgsPerSubject: 2, Discard: nats.DiscardNew, DiscardNewPerSubject: true,
+		MaxMsgSize: 64, MaxConsumers: 1})
+	must("add limits", err)
+	out["lim_per_subject"] = pubsObs(js, "iop.lim.a", "1", "2", "3")
+	out["lim_other_subject"] = pubsObs(js, "iop.lim.b", "1")
+	out["lim_too_big"] = pubsObs(js, "iop.lim.c", strings.Repeat("x", 100))
+	out["lim_state"] = stateOf(js, "IOP_LIM")
+	_, err = js.AddConsumer("IOP_LIM", &nats.ConsumerConfig{Durable: "one",
+		AckPolicy: nats.AckExplicitPolicy})
+	out["lim_first_consumer"] = errObs(err)
+	_, err = js.AddConsumer("IOP_LIM", &nats.ConsumerConfig{Durable: "two",
+		AckPolicy: nats.AckExplicitPolicy})
+	out["lim_second_consumer"] = errObs(err)
+
+	_, err = js.AddStream(&nats.StreamConfig{Name: "IOP_OLD", Subjects: []string{"iop.old"},
+		MaxMsgs: 3})
+	must("add old", err)
+	pubsObs(js, "iop.old", "1", "2", "3", "4", "5")
+	out["old_state"] = stateOf(js, "IOP_OLD")
+	out["old_get_1"] = rawMsg(js.GetMsg("IOP_OLD", 1))
+
+	// Ack wait: an unacked message comes back after AckWait.
+	_, err = js.AddStream(&nats.StreamConfig{Name: "IOP_AW", Subjects: []string{"iop.aw"}})
+	must("add aw", err)
+	pubsObs(js, "iop.aw", "w1")
+	aw, err := js.PullSubscribe("iop.aw", "aw", nats.AckWait(300*time.Millisecond))
+	must("aw consumer", err)
+	out["aw_first"] = fetchData(aw, 1, false)
+	time.Sleep(700 * time.Millisecond)
+	out["aw_again"] = fetchData(aw, 1, true)
+	out["aw_info"] = consumerInfo(settledInfo(js, "IOP_AW", "aw",
+		func(ci *nats.ConsumerInfo) bool { return ci.NumAckPending == 0 }))
+
+	// Deliver policies.
+	_, err = js.AddStream(&nats.StreamConfig{Name: "IOP_DP", Subjects: []string{"iop.dp.*"}})
+	must("add dp", err)
+	pubsObs(js, "iop.dp.x", "x1")
+	pubsObs(js, "iop.dp.y", "y1")
+	pubsObs(js, "iop.dp.x", "x2")
+	pubsObs(js, "iop.dp.y", "y2")
+	pubsObs(js, "iop.dp.x", "x3")
+	lps, err := js.PullSubscribe("iop.dp.*", "lps", nats.DeliverLastPerSubject())
+	must("last per subject", err)
+	out["dp_last_per_subject"] = fetchData(lps, 5, true)
+	seq, err := js.PullSubscribe("iop.dp.x", "seq", nats.StartSequence(3))
+	must("start seq", err)
+	out["dp_start_seq"] = fetchData(seq, 5, true)
+	last, err := js.PullSubscribe("iop.dp.*", "last", nats.DeliverLast())
+	must("deliver last", err)
+	out["dp_last"] = fetchData(last, 5, true)
+	nw, err := js.PullSubscribe("iop.dp.*", "new", nats.DeliverNew())
+	must("deliver new", err)
+	out["dp_new_before"] = fetchData(nw, 1, true)
+	pubsObs(js, "iop.dp.y", "y3")
+	out["dp_new_after"] = fetchData(nw, 1, true)
+
+	// Consumer config errors and updates.
+	bad := func(cfg nats.ConsumerConfig) any {
+		_, err := js.AddConsumer("IOP_DP", &cfg)
+		return errObs(err)
+	}
+	out["cc_start_seq_with_all"] = bad(nats.ConsumerConfig{Durable: "b1",
+		DeliverPolicy: nats.DeliverAllPolicy, OptStartSeq: 2, AckPolicy: nats.AckExplicitPolicy})
+	out["cc_filter_outside"] = bad(nats.ConsumerConfig{Durable: "b2",
+		FilterSubject: "iop.nope", AckPolicy: nats.AckExplicitPolicy})
+	out["cc_dotted_name"] = bad(nats.ConsumerConfig{Durable: "b.3",
+		AckPolicy: nats.AckExplicitPolicy})
+	out["cc_by_seq_without_seq"] = bad(nats.ConsumerConfig{Durable: "b4",
+		DeliverPolicy: nats.DeliverByStartSequencePolicy, AckPolicy: nats.AckExplicitPolicy})
+	out["cc_max_waiting_push"] = bad(nats.ConsumerConfig{Durable: "b5",
+		DeliverSubject: "iop.deliver.b5", MaxWaiting: 10, AckPolicy: nats.AckExplicitPolicy})
+	_, err = js.AddConsumer("IOP_MISSING", &nats.ConsumerConfig{Durable: "b6",
+		AckPolicy: nats.AckExplicitPolicy})
+	out["cc_missing_stream"] = errIs(err, nats.ErrStreamNotFound)
+
+	ci, err := js.ConsumerInfo("IOP_DP", "seq")
+	must("info seq", err)
+	upd := ci.Config
+	upd.AckWait = 10 * time.Second
+	upd.Description = "updated"
+	ci, err = js.UpdateConsumer("IOP_DP", &upd)
+	out["cc_update"] = map[string]any{"error": errObs(err)}
+	if err == nil {
+		out["cc_update"] = map[string]any{"ack_wait": ci.Config.AckWait.String(),
+			"description": ci.Config.Description, "opt_start_seq": ci.Config.OptStartSeq}
+	}
+	upd.DeliverPolicy = nats.DeliverNewPolicy
+	upd.OptStartSeq = 0
+	_, err = js.UpdateConsumer("IOP_DP", &upd)
+	out["cc_update_deliver_policy"] = errObs(err)
+	_, err = js.UpdateConsumer("IOP_DP", &nats.ConsumerConfig{Durable: "absent",
+		AckPolicy: nats.AckExplicitPolicy})
+	out["cc_update_missing"] = errObs(err)
+
+	for _, s := range []string{"IOP_WQ", "IOP_INT", "IOP_LIM", "IOP_OLD", "IOP_AW", "IOP_DP"} {
+		must("delete "+s, js.DeleteStream(s))
+	}
+}
+
 func main() {
 	url := flag.String("url", "nats://127.0.0.1:4222", "server URL")
-	scenario := flag.String("scenario", "streams", "streams|consumers|kv|objects")
+	scenario := flag.String("scenario", "streams", "streams|consumers|kv|objects|policies")
 	flag.Parse()
 	nc, err := nats.Connect(*url, nats.Name("gojs-"+*scenario))
 	must("connect", err)
@@ -826,6 +991,8 @@ func main() {
 		scenarioKV(nc, js)
 	case "objects":
 		scenarioObjects(nc, js)
+	case "policies":
+		scenarioPolicies(nc, js)
 	default:
 		fatal("scenario", fmt.Errorf("unknown scenario %q", *scenario))
 	}
