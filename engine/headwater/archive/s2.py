@@ -7,7 +7,8 @@ copy offset of the block, with a length read from the table in ``_repeat_length`
 data chunk carries a masked CRC-32C of its uncompressed bytes, which is checked here.
 
 No maintained Python package decodes S2 (cramjam and python-snappy stop at Snappy, and a
-Snappy decoder rejects the repeat element), so this module does, in pure Python. Writing needs
+Snappy decoder rejects the repeat element), so this module rewrites each repeat into the plain
+copies it stands for and lets cramjam's Snappy decode the block. Writing needs
 no S2 encoder: every Snappy block is a valid S2 block, so :class:`S2Writer` frames blocks that
 cramjam's Snappy compresses, and nats-server reads them like its own.
 """
@@ -204,16 +205,14 @@ def decode_block(src: bytes) -> bytes:
 
 def _copies(offset: int, length: int) -> bytes:
     """Snappy copy elements for ``length`` bytes from ``offset`` back (at most 64 each)."""
-    out = bytearray()
-    wide = offset > 0xFFFF
-    while length:
-        n = min(length, 64)
-        length -= n
-        if wide:
-            out += bytes([((n - 1) << 2) | 3]) + offset.to_bytes(4, "little")
-        else:
-            out += bytes([((n - 1) << 2) | 2, offset & 0xFF, offset >> 8])
-    return bytes(out)
+
+    def copy(n: int) -> bytes:
+        if offset > 0xFFFF:
+            return bytes([((n - 1) << 2) | 3]) + offset.to_bytes(4, "little")
+        return bytes([((n - 1) << 2) | 2, offset & 0xFF, offset >> 8])
+
+    whole, rest = divmod(length, 64)
+    return copy(64) * whole + (copy(rest) if rest else b"")
 
 
 def _snappy_block(src: bytes, pos: int) -> bytes:
