@@ -103,7 +103,9 @@ async def reconcile_with_restore(
     if problem is not None:
         return _invalid(what, directory, problem)
     try:
-        info = await restore_stream(nc, directory, verify=True, timeout=timeout)
+        # _check_backup has read and checked the whole archive already: a second pass here
+        # would only double the time a large restore takes.
+        info = await restore_stream(nc, directory, timeout=timeout)
     except BackupError as error:
         if error.err_code != STREAM_NAME_IN_USE:
             message = f"restore from {directory} failed: {error}"
