@@ -271,7 +271,7 @@ def _time_ns(value: Any, what: str) -> int:
     main = text
     if "." in text:
         main, rest = text.split(".", 1)
-        digits = "".join(ch for ch in rest if ch.isdigit())
+        digits = rest[: len(rest) - len(rest.lstrip("0123456789"))]
         zone = rest[len(digits) :]
         fraction = int((digits + "000000000")[:9]) if digits else 0
         main += zone
@@ -279,6 +279,8 @@ def _time_ns(value: Any, what: str) -> int:
         moment = datetime.fromisoformat(main.replace("Z", "+00:00"))
     except ValueError:
         raise MalformedArchive(f"{what}: {value!r} is not an RFC 3339 time") from None
+    if moment.tzinfo is None:  # RFC 3339 always has a zone; read a bare time as UTC, not local
+        moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp()) * 1_000_000_000 + fraction
 
 

@@ -369,3 +369,17 @@ def test_conversion_both_ways_keeps_every_message(tmp_path: Path):
         "stream.hwarc",
         "stream.tar.s2",
     ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-09-08T10:00:00.123Z",
+        "2026-09-08T12:00:00.123+02:00",
+        "2026-09-08T10:00:00.123000000Z",
+        "2026-09-08T10:00:00.123",  # no zone: UTC, never the machine's local time
+    ],
+)
+def test_state_times_in_every_rfc3339_form(text: str):
+    stream, _ = read(natsarc(state_entry(with_state(first_ts=text, consumer_count=0)), SENTINEL))
+    assert stream.state["first_ts"] == 1_788_861_600_123_000_000
