@@ -1,5 +1,6 @@
 """Builds ``gojs`` (tests/interop/gojs/main.go), a nats.go program that runs one JetStream
-scenario and prints what the client saw as one JSON object.
+scenario and prints what the client saw as one JSON object; and prepares the same for nats.js
+(tests/interop/js/scenario.mjs, see ``natsjs_dir`` below).
 
 nats.go comes from Debian (``golang-github-nats-io-go-nats-dev``, nats.go 1.22.1) and is built
 offline in GOPATH mode, so no Go module is downloaded. When Go or the package is missing (a
@@ -107,6 +108,99 @@ def run_gojs(gojs_binary: Path) -> RunGo:
         if proc.returncode != 0 or "fatal" in observed:
             pytest.fail(
                 f"gojs {scenario} against {url} stopped at {observed.get('fatal')} "
+                f"(exit {proc.returncode}); observed so far: {json.dumps(observed)[:3000]}\n"
+                f"stderr: {proc.stderr[-2000:]}"
+            )
+        return observed
+
+    return run
+
+
+# ---------------------------------------------------------------------------------------
+# nats.js: tests/interop/js/scenario.mjs with the npm packages pinned in package-lock.json
+
+JS_DIR = Path(__file__).parent / "js"
+JS_SCRIPT = JS_DIR / "scenario.mjs"
+JS_MANIFESTS = ("package.json", "package-lock.json")
+
+RunJs = Callable[[str, str], dict[str, Any]]
+
+
+def prepare_natsjs() -> Path:
+    """``npm ci`` the pinned packages into a temp directory keyed by the manifests' hash.
+
+    The directory lives outside the repository and is reused while the lock file is
+    unchanged. The scenario script is copied next to its ``node_modules`` (under a name keyed
+    by its own hash) so that Node resolves the packages from there. pytest.fail (never skip)
+    with npm's output when node or npm is missing or the install fails.
+    """
+    for tool in ("node", "npm"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is not installed; the nats.js interop suite needs Node.js >= 20")
+    h = hashlib.sha256()
+    for name in JS_MANIFESTS:
+        h.update(name.encode())
+        h.update((JS_DIR / name).read_bytes())
+    target = Path(tempfile.gettempdir()) / f"headwater-natsjs-{h.hexdigest()[:16]}"
+    if not (target / "node_modules" / ".package-lock.json").is_file():
+        partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir()
+        for name in JS_MANIFESTS:
+            shutil.copyfile(JS_DIR / name, partial / name)
+        proc = subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund"],
+            cwd=partial,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if proc.returncode != 0:
+            shutil.rmtree(partial, ignore_errors=True)
+            pytest.fail(
+                f"npm ci for the nats.js interop suite failed ({proc.returncode}):\n"
+                f"{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+            )
+        try:
+            os.replace(partial, target)  # atomic; fails if a concurrent session won the race
+        except OSError:
+            shutil.rmtree(partial, ignore_errors=True)
+    source = JS_SCRIPT.read_bytes()
+    script = target / f"scenario-{hashlib.sha256(source).hexdigest()[:16]}.mjs"
+    if not script.is_file():
+        tmp = script.with_name(f"{script.name}.{os.getpid()}.partial")
+        tmp.write_bytes(source)
+        os.replace(tmp, script)
+    return script
+
+
+@pytest.fixture(scope="session")
+def natsjs_script() -> Path:
+    return prepare_natsjs()
+
+
+@pytest.fixture(scope="session")
+def run_natsjs(natsjs_script: Path) -> RunJs:
+    """``run_natsjs(url, scenario)``: the scenario's observations; fails the test on a crash."""
+
+    def run(url: str, scenario: str) -> dict[str, Any]:
+        proc = subprocess.run(
+            ["node", str(natsjs_script), url, scenario],
+            cwd=natsjs_script.parent,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        try:
+            observed = json.loads(proc.stdout)
+        except json.JSONDecodeError:
+            pytest.fail(
+                f"nats.js {scenario} against {url} printed no JSON (exit {proc.returncode}):\n"
+                f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-2000:]}"
+            )
+        if proc.returncode != 0 or "fatal" in observed:
+            pytest.fail(
+                f"nats.js {scenario} against {url} stopped at {observed.get('fatal')} "
                 f"(exit {proc.returncode}); observed so far: {json.dumps(observed)[:3000]}\n"
                 f"stderr: {proc.stderr[-2000:]}"
             )

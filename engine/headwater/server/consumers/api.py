@@ -181,6 +181,7 @@ class ConsumerApi:
         stream = self._stream(req.tokens[2])
         consumer = self._consumer(stream, req.tokens[3])
         until = 0
+        given = False  # a non-zero time, which may be in the past (or the Unix epoch)
         raw: object = None
         if not is_empty_request(req.body):
             try:
@@ -193,15 +194,19 @@ class ConsumerApi:
                     until = parse_time(raw)
                 except ValueError as exc:
                     raise errors.INVALID_JSON.exc(err=str(exc)) from None
+                given = True
         now = time.time_ns()
         paused = until > now
-        # The pause shows in the config (and survives a restart) as nats-server's does.
-        text = raw if paused and isinstance(raw, str) else None
+        # The pause shows in the config (and survives a restart) as nats-server's does. Like
+        # nats-server, a time already past is kept too (nats.js resumes with the Unix epoch);
+        # only the zero time or no time clears it.
+        shown = (rfc3339(until) if until else "1970-01-01T00:00:00Z") if given else None
+        text = raw if paused and isinstance(raw, str) else shown
         await self.manager.update(consumer, ccfg.with_pause(consumer.config, text))
         consumer.set_pause(until if paused else 0)
         out: dict[str, Any] = {
-            "paused": until > now,
-            "pause_until": rfc3339(until) if until else "0001-01-01T00:00:00Z",
+            "paused": paused,
+            "pause_until": shown if shown is not None else "0001-01-01T00:00:00Z",
         }
         if until > now:
             out["pause_remaining"] = until - now

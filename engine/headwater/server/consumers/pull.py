@@ -17,6 +17,7 @@ import orjson
 from headwater.server.jetstream.streamconfig_validate import go_duration
 from headwater.server.protocol import headers
 
+from . import acks
 from .config import cfg_get
 
 if TYPE_CHECKING:
@@ -223,6 +224,10 @@ def pump(c: Consumer) -> None:
             break
         msg, dc = item
         size = len(msg.subject) + len(msg.hdr) + len(msg.data)
+        if req.max_bytes:
+            # nats-server counts the ack reply subject too (the one deliver() will build).
+            ack = acks.ack_reply(c._prefix, dc, msg.seq, c.dseq + 1, msg.ts, c.num_pending())
+            size += len(ack)
         if req.max_bytes and req.bytes + size > req.max_bytes:
             c._unget(msg.seq, dc)
             waiting.pop()
@@ -233,8 +238,8 @@ def pump(c: Consumer) -> None:
         req.delivered += 1
         req.bytes += size
         req.last_sent = now
-        if req.remaining <= 0:
-            waiting.pop()
+        if req.remaining <= 0 or (req.max_bytes and req.bytes >= req.max_bytes):
+            waiting.pop()  # done; one filled to the byte ends quietly, as a full batch does
     # no_wait requests end once nothing more is available.
     while waiting:
         req = waiting.peek()
