@@ -12,23 +12,20 @@ version, so later runs skip the build.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from interop.differential import Run, run_scenario
 
 SOURCE = Path(__file__).parent / "gojs" / "main.go"
 GOPATH = Path("/usr/share/gocode")
 NATS_GO = GOPATH / "src" / "github.com" / "nats-io" / "nats.go"
 APT_PACKAGES = ["golang-go", "golang-github-nats-io-go-nats-dev"]
-
-RunGo = Callable[[str, str], dict[str, Any]]
 
 
 def _toolchain_ready() -> bool:
@@ -88,30 +85,11 @@ def gojs_binary() -> Path:
 
 
 @pytest.fixture(scope="session")
-def run_gojs(gojs_binary: Path) -> RunGo:
+def run_gojs(gojs_binary: Path) -> Run:
     """``run_gojs(url, scenario)``: the scenario's observations; fails the test on a crash."""
 
     def run(url: str, scenario: str) -> dict[str, Any]:
-        proc = subprocess.run(
-            [str(gojs_binary), "-url", url, "-scenario", scenario],
-            capture_output=True,
-            text=True,
-            timeout=90,
-        )
-        try:
-            observed = json.loads(proc.stdout)
-        except json.JSONDecodeError:
-            pytest.fail(
-                f"gojs {scenario} against {url} printed no JSON (exit {proc.returncode}):\n"
-                f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-2000:]}"
-            )
-        if proc.returncode != 0 or "fatal" in observed:
-            pytest.fail(
-                f"gojs {scenario} against {url} stopped at {observed.get('fatal')} "
-                f"(exit {proc.returncode}); observed so far: {json.dumps(observed)[:3000]}\n"
-                f"stderr: {proc.stderr[-2000:]}"
-            )
-        return observed
+        return run_scenario("gojs", [str(gojs_binary), "-url", url, "-scenario", scenario])
 
     return run
 
@@ -122,8 +100,6 @@ def run_gojs(gojs_binary: Path) -> RunGo:
 JS_DIR = Path(__file__).parent / "js"
 JS_SCRIPT = JS_DIR / "scenario.mjs"
 JS_MANIFESTS = ("package.json", "package-lock.json")
-
-RunJs = Callable[[str, str], dict[str, Any]]
 
 
 def prepare_natsjs() -> Path:
@@ -180,30 +156,11 @@ def natsjs_script() -> Path:
 
 
 @pytest.fixture(scope="session")
-def run_natsjs(natsjs_script: Path) -> RunJs:
+def run_natsjs(natsjs_script: Path) -> Run:
     """``run_natsjs(url, scenario)``: the scenario's observations; fails the test on a crash."""
 
     def run(url: str, scenario: str) -> dict[str, Any]:
-        proc = subprocess.run(
-            ["node", str(natsjs_script), url, scenario],
-            cwd=natsjs_script.parent,
-            capture_output=True,
-            text=True,
-            timeout=90,
-        )
-        try:
-            observed = json.loads(proc.stdout)
-        except json.JSONDecodeError:
-            pytest.fail(
-                f"nats.js {scenario} against {url} printed no JSON (exit {proc.returncode}):\n"
-                f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-2000:]}"
-            )
-        if proc.returncode != 0 or "fatal" in observed:
-            pytest.fail(
-                f"nats.js {scenario} against {url} stopped at {observed.get('fatal')} "
-                f"(exit {proc.returncode}); observed so far: {json.dumps(observed)[:3000]}\n"
-                f"stderr: {proc.stderr[-2000:]}"
-            )
-        return observed
+        command = ["node", str(natsjs_script), url, scenario]
+        return run_scenario("nats.js", command, cwd=natsjs_script.parent)
 
     return run

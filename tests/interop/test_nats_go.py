@@ -8,47 +8,26 @@ two empty or equally broken runs cannot pass.
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from interop.differential import Observed, Run, both_servers
+from interop.differential import assert_same as same
 
 from headwater.testing import ServerProcess
 
 pytestmark = pytest.mark.differential
 
-Observed = dict[str, Any]
-
 
 @pytest.fixture(scope="module")
-def observed(run_gojs: Any, js_server_pair: tuple[ServerProcess, ServerProcess]) -> Iterator[Any]:
-    """``observed(scenario)``: (headwater, nats-server) observations, both runs concurrent.
-
-    Scenarios use their own stream and bucket names, so one pair of servers serves them all.
-    """
-    hw, nats = js_server_pair
-    with ThreadPoolExecutor(max_workers=2) as pool:
-
-        def run(scenario: str) -> tuple[Observed, Observed]:
-            ours = pool.submit(run_gojs, hw.url, scenario)
-            theirs = pool.submit(run_gojs, nats.url, scenario)
-            return ours.result(), theirs.result()
-
+def observed(run_gojs: Run, js_server_pair: tuple[ServerProcess, ServerProcess]) -> Iterator[Any]:
+    with both_servers(run_gojs, js_server_pair) as run:
         yield run
 
 
 def assert_same(scenario: str, ours: Observed, theirs: Observed) -> None:
-    diffs = [
-        f"  {key}:\n    headwater:   {json.dumps(ours.get(key), sort_keys=True)}\n"
-        f"    nats-server: {json.dumps(theirs.get(key), sort_keys=True)}"
-        for key in sorted(set(ours) | set(theirs))
-        if ours.get(key) != theirs.get(key)
-    ]
-    assert not diffs, f"nats.go sees headwater differ from nats-server in {scenario}:\n" + (
-        "\n".join(diffs)
-    )
+    same("nats.go", scenario, ours, theirs)
 
 
 def api_error(obs: Any) -> tuple[int, int, str]:
