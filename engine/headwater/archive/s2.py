@@ -15,6 +15,7 @@ cramjam's Snappy compresses, and nats-server reads them like its own.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import BinaryIO
 
@@ -193,10 +194,8 @@ def decode_block(src: bytes) -> bytes:
     size, pos = read_uvarint(src, 0)
     if size > MAX_BLOCK:
         raise MalformedArchive(f"S2 block: declared size {size} exceeds 4 MiB")
-    try:
+    with contextlib.suppress(cramjam.DecompressionError):  # not plain Snappy: repeats
         return bytes(cramjam.snappy.decompress_raw(src))
-    except cramjam.DecompressionError:
-        pass
     try:
         return bytes(cramjam.snappy.decompress_raw(_snappy_block(src, pos)))
     except cramjam.DecompressionError as exc:
