@@ -74,13 +74,7 @@ async def test_archive_named_by_format_and_restored_unchanged(
     assert backup["config"]["name"] == "FMT"
 
     await nc.jetstream().delete_stream("FMT")
-    completes: list[Msg] = []
-
-    async def note(msg: Msg) -> None:
-        completes.append(msg)
-
-    sub = await nc.subscribe("$JS.EVENT.ADVISORY.STREAM.RESTORE_COMPLETE.FMT", cb=note)
-    await nc.flush()
+    completes, sub = await collecting(nc, "$JS.EVENT.ADVISORY.STREAM.RESTORE_COMPLETE.FMT")
     info = await restore_stream(nc, tmp_path, verify=True)
     for _ in range(100):
         if completes:
