@@ -213,3 +213,102 @@ def test_extras(observed: Any) -> None:
         assert o["kv_ttl_get"]["value"] == "v"
         assert o["kv_ttl_get_after"] is None and o["kv_ttl_k_after"] is None
     assert_same("extras", ours, theirs)
+
+
+def test_more(observed: Any) -> None:
+    """Mirrors and sources, stream config features, more consumer options, KV watch options
+    and key filters, object store links, and direct get variants."""
+    ours, theirs = observed("more")
+    for o in (ours, theirs):
+        # Mirror with a filter and a start sequence; a stream sourcing two with transforms.
+        assert o["mirror_add"]["mirror"] == {
+            "name": "IOP_ORIGIN",
+            "filter_subject": "iop.mo.odd",
+            "opt_start_seq": 3,
+        }
+        assert [m[1:3] for m in o["mirror_msgs"]] == [[3, "o-3"], [5, "o-5"], [7, "o-7"]]
+        assert o["mirror_msgs"][0][3] == {"X-Origin": ["yes"]}
+        assert o["mirror_state"]["msgs"] == 3
+        assert o["sourced_info"] == ["IOP_ORIGIN", "IOP_SRC2"]
+        assert api_error(o["mirror_publish"])[2] == 10060
+        assert api_error(o["mirror_update"])[2] == 10055
+        assert api_error(o["mirror_update_subjects"])[2] == 10034
+        assert api_error(o["mirror_with_subjects"])[2] == 10034
+        assert o["sourced_state"]["msgs"] == 7
+        assert o["sourced_order_even"] == ["o-2", "o-4", "o-6", "o-8"]
+        assert o["sourced_order_two"] == ["s-1", "s-2", "s-3"]
+        source = "IOP_SRC2 2 iop.s2.* agg.two.{{wildcard(1)}} iop.s2.k2 <hash>"
+        assert ["agg.two.k2", "s-2", {"Nats-Stream-Source": [source]}] in o["sourced_msgs"]
+        assert [m[2] for m in o["source_added_msgs"]] == ["s-1", "s-2", "s-3", "o-5", "o-7"]
+        # A mirror keeps what its origin deletes or purges, and its own deletes and purges.
+        assert o["edge_mirror_data"] == ["v1", "v2", "v3", "v4", "v5", "v6", "late"]
+        assert o["edge_origin_subjects"] == {"iop.eo.1": 2, "iop.eo.2": 1, "iop.eo.9": 1}
+        assert o["edge_mirror_delete"] is True and o["edge_mirror_purge"] == 6
+        after = o["edge_mirror_state_after"]
+        assert (after["msgs"], after["first_seq"], after["last_seq"]) == (1, 8, 8)
+        assert o["edge_source_time"]["msgs"] == 5
+        assert api_error(o["edge_mirror_and_sources"])[2] == 10031
+        assert o["edge_mirror_self"]["error"]["message"] == "detected cycle"
+        assert [m[0] for m in o["edge_transform_update"][1]] == ["iop.et.t.a", "iop.et.u.b"]
+        assert api_error(o["edge_transform_invalid"])[2] == 10156
+        assert api_error(o["edge_republish_cycle"])[2] == 10052
+        # Subject transform and republish.
+        moved = ["iop.xf.moved.a", "iop.xf.moved.b", "iop.xf.moved.a"]
+        assert [m[0] for m in o["transform_msgs"]] == moved
+        subject, data, hdrs = o["republished"][2]
+        assert (subject, data) == ("iop.rp.a", "x3")
+        assert hdrs["Nats-Stream"] == ["IOP_XFORM"] and hdrs["Nats-Sequence"] == ["3"]
+        assert hdrs["Nats-Last-Sequence"] == ["1"]
+        assert o["republished_headers_only"][0][1] == 0
+        assert o["republished_headers_only"][0][2]["Nats-Msg-Size"] == ["5"]
+        # Rollups, deny delete/purge, discard new, first_seq, sealing, max_age.
+        assert [m[2] for m in o["rollup_sub_msgs"]] == ["b1", "b2", "a3"]
+        assert o["rollup_all_state"]["msgs"] == 1 and o["rollup_all_state"]["first_seq"] == 6
+        assert api_error(o["rollup_bad"])[2] == 10111
+        assert o["rollup_not_allowed"]["error"]["message"] == "rollup not permitted"
+        assert [a.get("seq") for a in o["discard_new"][:3]] == [100, 101, 102]
+        assert api_error(o["discard_new"][3])[2] == 10077
+        assert api_error(o["deny_delete"])[2] == 10057
+        assert api_error(o["deny_purge"])[2] == 10110
+        assert o["seal"] is True
+        for key in ("sealed_publish", "sealed_delete", "sealed_purge"):
+            assert api_error(o[key])[2] == 10109
+        assert api_error(o["sealed_unseal"])[2] == 10052
+        assert o["dnps"][0]["seq"] == 1 and api_error(o["dnps"][1])[2] == 10077
+        assert o["age_before"]["msgs"] == 1 and o["age_after"]["msgs"] == 0
+        # Consumers: backoff, inactive threshold, filters, start time, replay, metadata, lists.
+        backoff = [[1, 1, "a1"], [4, 1, "a2"], [1, 2, "a1"], [1, 3, "a1"], None]
+        assert o["backoff_deliveries"] == backoff
+        assert o["backoff_gaps_ok"] is True
+        assert api_error(o["backoff_bad"])[2] == 10116
+        assert api_error(o["ephemeral_gone"]) == ("ConsumerNotFoundError", 404, 10014)
+        assert [m[1] for m in o["filters"]["msgs"]] == [1, 3, 4, 6]
+        assert o["filters"]["metadata"] == {"team": "iop", "purpose": "filters"}
+        assert api_error(o["overlapping_filters"])[2] == 10138
+        assert [m[2] for m in o["start_time"]["msgs"]] == ["a2", "b2", "c2"]
+        assert api_error(o["start_time_missing"])[2] == 10094
+        assert o["replay_original"]["msgs"] == [1, 2, 3, 4, 5, 6]
+        assert o["metadata_update"] == {"team": "iop2"}
+        assert o["filters_update"][0] == ["iop.mc.b", "iop.mc.c"]
+        assert o["consumer_list_count"] == 265 and o["consumer_list_many"] == 0
+        assert o["consumer_names_page"]["count"] == 15
+        assert o["consumer_list_page_0"]["count"] == 256 and o["consumer_list_page_256"] == 9
+        # KV and object store.
+        assert o["kv_keys_filters"] == ["a.1", "c.1"] and o["kv_keys_one"] == ["b.1"]
+        assert "DEL" not in {e[2] for e in o["kv_watch_ignore_deletes"]}
+        assert o["kv_watch_ignore_deletes"][-1] == ["d.1", 7, "PUT", "new"]
+        assert [e[1] for e in o["kv_watch_resume"]] == [3, 4, 5, 6, 7]
+        assert [e[1] for e in o["kv_watch_resume_keys"]] == [2, 5, 7]
+        assert o["kv_watch_resume_future"] == []
+        assert [e[3] for e in o["kv_watch_headers_only"]] == ["", "", ""]
+        assert o["link_store"]["link"] == {"bucket": "iop_obj_src"}
+        assert o["link_object"]["data"] == "linked"
+        assert o["get_missing"] is None and o["get_blob_missing"] is None
+        assert o["get_link_to_store"]["error"]["message"] == "link is a bucket"
+        # Direct get by start time, with max_bytes, and multi_last with limits.
+        assert [m[1] for m in o["direct_batch_start_time"]] == [4, 5, 6]
+        assert o["direct_get_start_time"]["seq"] == 4
+        assert o["direct_last_for_batch"] == 2
+        assert o["direct_last_for_up_to_time"] == [["iop.md.a", 3, "a2"], ["iop.md.b", 2, "b1"]]
+        assert o["direct_last_for_none"] == []
+    assert_same("more", ours, theirs)

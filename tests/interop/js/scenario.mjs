@@ -7,7 +7,7 @@
 // headwater-server and nats-server must print the same JSON. tests/interop/test_nats_js.py
 // compares the two.
 //
-// Usage: node scenario.mjs nats://127.0.0.1:4222 streams|consumers|kv|objects|extras
+// Usage: node scenario.mjs nats://127.0.0.1:4222 streams|consumers|kv|objects|extras|more
 import { createHash } from "node:crypto";
 
 import { connect } from "@nats-io/transport-node";
@@ -1161,6 +1161,743 @@ async function scenarioExtras(nc, js, jsm) {
 }
 
 // ---------------------------------------------------------------------------------------
+// more: mirrors and sources, stream config features (subject transform, republish, rollup,
+// deny delete/purge, discard new, max age, sealed, first_seq), consumer options (backoff,
+// inactive threshold, several filters, start time, replay original, metadata, paging), KV
+// watch options and key filters, object store links, and direct get variants.
+
+// caughtUp polls stream info until ok() holds or the deadline passes (mirrors and sources
+// are filled asynchronously by either server).
+async function caughtUp(jsm, stream, ok, ms = 5000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const si = await must(`info ${stream}`, jsm.streams.info(stream));
+    if (ok(si) || Date.now() > deadline) {
+      return si;
+    }
+    await sleep(50);
+  }
+}
+
+// streamMsgs reads every stored message of a stream in order: subject, seq, data, headers.
+async function streamMsgs(jsm, stream) {
+  const si = await must(`info ${stream}`, jsm.streams.info(stream));
+  const r = [];
+  for (let seq = si.state.first_seq; seq <= si.state.last_seq; seq++) {
+    const m = await attempt(() => jsm.streams.getMessage(stream, { seq }), storedMsg);
+    if (!m.not_found) {
+      r.push([m.subject, m.seq, m.data, sourceHeaders(m.header)]);
+    }
+  }
+  return r;
+}
+
+// sourceHeaders keeps a stored message's headers. Nats-Stream-Source reads "<stream> <seq>
+// <filter> <dest> <original subject> <hash>"; the hash is of the server's internal name for the
+// source, so it is replaced by a marker.
+function sourceHeaders(h) {
+  if (h === null) {
+    return null;
+  }
+  const r = { ...h };
+  if (r["Nats-Stream-Source"]) {
+    r["Nats-Stream-Source"] = r["Nats-Stream-Source"].map((v) => {
+      const parts = v.split(" ");
+      return parts.length === 6 ? [...parts.slice(0, 5), "<hash>"].join(" ") : v;
+    });
+  }
+  return r;
+}
+
+// userMetadata drops the metadata the server adds itself (_nats.ver, _nats.level: versions).
+function userMetadata(md) {
+  if (!md) {
+    return null;
+  }
+  return Object.fromEntries(Object.entries(md).filter(([k]) => !k.startsWith("_nats.")));
+}
+
+async function fetchObs(c, opts) {
+  const msgs = await fetchAll(c, opts);
+  return msgs.map((m) => [m.subject, m.seq, m.string(), m.info.deliveryCount]);
+}
+
+async function moreMirrors(js, jsm) {
+  await must("add origin", jsm.streams.add({ name: "IOP_ORIGIN", subjects: ["iop.mo.>"] }));
+  const h = headers();
+  h.set("X-Origin", "yes");
+  for (let i = 1; i <= 8; i++) {
+    const subj = i % 2 ? "iop.mo.odd" : "iop.mo.even";
+    await must("pub origin", js.publish(subj, `o-${i}`, i === 3 ? { headers: h } : {}));
+  }
+  out.mirror_add = await attempt(
+    () =>
+      jsm.streams.add({
+        name: "IOP_MIRROR",
+        mirror: { name: "IOP_ORIGIN", filter_subject: "iop.mo.odd", opt_start_seq: 3 },
+      }),
+    (si) => ({
+      subjects: si.config.subjects ?? null,
+      mirror: {
+        name: si.config.mirror.name,
+        filter_subject: si.config.mirror.filter_subject ?? null,
+        opt_start_seq: si.config.mirror.opt_start_seq ?? null,
+      },
+    }),
+  );
+  const msi = await caughtUp(jsm, "IOP_MIRROR", (si) => si.state.last_seq >= 7);
+  out.mirror_state = { ...streamState(msi), mirror_name: msi.mirror?.name ?? null };
+  out.mirror_msgs = await streamMsgs(jsm, "IOP_MIRROR");
+  // A mirror has no subjects of its own (a publish on the origin's subject that expects the
+  // mirror fails), takes none, and its mirror config cannot change.
+  out.mirror_publish = await attempt(
+    () => js.publish("iop.mo.odd", "x", { expect: { streamName: "IOP_MIRROR" } }),
+    pubAck,
+  );
+  out.mirror_update = await attempt(
+    () =>
+      jsm.streams.update("IOP_MIRROR", {
+        ...msi.config,
+        mirror: { name: "IOP_ORIGIN", filter_subject: "iop.mo.even" },
+      }),
+    () => "updated",
+  );
+  out.mirror_update_subjects = await attempt(
+    () => jsm.streams.update("IOP_MIRROR", { ...msi.config, subjects: ["iop.mm.>"] }),
+    () => "updated",
+  );
+  out.mirror_with_subjects = await attempt(
+    () =>
+      jsm.streams.add({
+        name: "IOP_MIRROR_BAD",
+        subjects: ["iop.mb.>"],
+        mirror: { name: "IOP_ORIGIN" },
+      }),
+    () => "added",
+  );
+
+  // A stream sourcing two streams, with subject transforms.
+  await must("add src2", jsm.streams.add({ name: "IOP_SRC2", subjects: ["iop.s2.>"] }));
+  for (let i = 1; i <= 3; i++) {
+    await must("pub src2", js.publish(`iop.s2.k${i}`, `s-${i}`));
+  }
+  out.sourced_add = await attempt(
+    () =>
+      jsm.streams.add({
+        name: "IOP_SOURCED",
+        sources: [
+          {
+            name: "IOP_ORIGIN",
+            subject_transforms: [{ src: "iop.mo.even", dest: "agg.even" }],
+          },
+          {
+            name: "IOP_SRC2",
+            subject_transforms: [{ src: "iop.s2.*", dest: "agg.two.{{wildcard(1)}}" }],
+          },
+        ],
+      }),
+    (si) => si.config.sources.map((s) => [s.name, s.subject_transforms ?? null]),
+  );
+  const ssi = await caughtUp(jsm, "IOP_SOURCED", (si) => si.state.messages >= 7);
+  out.sourced_state = streamState(ssi);
+  const sourced = await streamMsgs(jsm, "IOP_SOURCED");
+  // The two sources are copied concurrently: compare each source's messages in order.
+  out.sourced_msgs = sourced.map(([subj, , data, hdr]) => [subj, data, hdr]).sort();
+  out.sourced_order_even = sourced.filter((m) => m[0] === "agg.even").map((m) => m[2]);
+  out.sourced_order_two = sourced.filter((m) => m[0].startsWith("agg.two")).map((m) => m[2]);
+  // (The lag each server reports is left out: nats-server updates it asynchronously.)
+  out.sourced_info = (ssi.sources ?? []).map((s) => s.name).sort();
+  // Adding a source to an existing stream, from a start sequence and with a filter.
+  out.source_added = await attempt(
+    () =>
+      jsm.streams.update("IOP_SRC2", {
+        subjects: ["iop.s2.>"],
+        sources: [{ name: "IOP_ORIGIN", filter_subject: "iop.mo.odd", opt_start_seq: 5 }],
+      }),
+    (si) => si.config.sources.map((x) => [x.name, x.filter_subject ?? null, x.opt_start_seq]),
+  );
+  await caughtUp(jsm, "IOP_SRC2", (si) => si.state.messages >= 5);
+  out.source_added_msgs = await streamMsgs(jsm, "IOP_SRC2");
+  for (const s of ["IOP_SOURCED", "IOP_SRC2", "IOP_MIRROR", "IOP_ORIGIN"]) {
+    await must(`delete ${s}`, jsm.streams.delete(s));
+  }
+}
+
+// moreEdges: a mirror after its origin deletes and purges, local deletes in a mirror, a stream
+// transform changed by update, invalid and cyclic configs, a source by start time.
+async function moreEdges(js, jsm) {
+  await must("add edge", jsm.streams.add({ name: "IOP_EDGE", subjects: ["iop.eo.>"] }));
+  for (let i = 1; i <= 6; i++) {
+    await must("pub edge", js.publish(`iop.eo.${i % 3}`, `v${i}`));
+  }
+  await must(
+    "add edge mirror",
+    jsm.streams.add({ name: "IOP_EDGE_M", mirror: { name: "IOP_EDGE" } }),
+  );
+  await caughtUp(jsm, "IOP_EDGE_M", (si) => si.state.last_seq >= 6);
+  // Deletes and purges in the origin are not mirrored; new messages are.
+  await must("delete origin", jsm.streams.deleteMessage("IOP_EDGE", 2));
+  await must("purge origin", jsm.streams.purge("IOP_EDGE", { filter: "iop.eo.0" }));
+  await must("pub late", js.publish("iop.eo.9", "late"));
+  const m = await caughtUp(jsm, "IOP_EDGE_M", (si) => si.state.last_seq >= 7);
+  out.edge_mirror_state = streamState(m);
+  out.edge_mirror_data = (await streamMsgs(jsm, "IOP_EDGE_M")).map((x) => x[2]);
+  out.edge_origin_subjects = await attempt(
+    () => jsm.streams.info("IOP_EDGE", { subjects_filter: "iop.eo.*" }),
+    (si) => si.state.subjects,
+  );
+  // A mirror's own messages can be deleted and purged; it goes on from the origin's sequence.
+  out.edge_mirror_delete = await attempt(() => jsm.streams.deleteMessage("IOP_EDGE_M", 1));
+  out.edge_mirror_purge = await attempt(() => jsm.streams.purge("IOP_EDGE_M"), (r) => r.purged);
+  await must("pub later", js.publish("iop.eo.9", "later"));
+  const m2 = await caughtUp(jsm, "IOP_EDGE_M", (si) => si.state.last_seq >= 8);
+  out.edge_mirror_state_after = streamState(m2);
+  out.edge_source_time = await attempt(async () => {
+    const since = new Date(Date.now() - 3600_000).toISOString();
+    await jsm.streams.add({
+      name: "IOP_EDGE_S",
+      sources: [{ name: "IOP_EDGE", opt_start_time: since }],
+    });
+    return streamState(await caughtUp(jsm, "IOP_EDGE_S", (si) => si.state.messages >= 5));
+  });
+  out.edge_mirror_and_sources = await attempt(
+    () =>
+      jsm.streams.add({
+        name: "IOP_EDGE_BAD",
+        mirror: { name: "IOP_EDGE" },
+        sources: [{ name: "IOP_EDGE" }],
+      }),
+    () => "added",
+  );
+  out.edge_mirror_self = await attempt(
+    () => jsm.streams.add({ name: "IOP_EDGE_SELF", mirror: { name: "IOP_EDGE_SELF" } }),
+    () => "added",
+  );
+  out.edge_transform_update = await attempt(async () => {
+    const si = await jsm.streams.add({
+      name: "IOP_EDGE_T",
+      subjects: ["iop.et.>"],
+      subject_transform: { src: "iop.et.*", dest: "iop.et.t.{{wildcard(1)}}" },
+    });
+    await js.publish("iop.et.a", "1");
+    const u = await jsm.streams.update("IOP_EDGE_T", {
+      ...si.config,
+      subject_transform: { src: "iop.et.*", dest: "iop.et.u.{{wildcard(1)}}" },
+    });
+    await js.publish("iop.et.b", "2");
+    return [u.config.subject_transform, await streamMsgs(jsm, "IOP_EDGE_T")];
+  });
+  out.edge_transform_invalid = await attempt(
+    () =>
+      jsm.streams.add({
+        name: "IOP_EDGE_TB",
+        subjects: ["iop.eb.>"],
+        subject_transform: { src: "iop.eb.*", dest: "iop.eb.{{wildcard(2)}}" },
+      }),
+    () => "added",
+  );
+  out.edge_republish_cycle = await attempt(
+    () =>
+      jsm.streams.add({
+        name: "IOP_EDGE_RC",
+        subjects: ["iop.ec.>"],
+        republish: { src: "iop.ec.>", dest: "iop.ec.x.>" },
+      }),
+    () => "added",
+  );
+  for (const s of ["IOP_EDGE_S", "IOP_EDGE_M", "IOP_EDGE_T", "IOP_EDGE"]) {
+    await must(`delete ${s}`, jsm.streams.delete(s));
+  }
+}
+
+async function moreStreamConfig(nc, js, jsm) {
+  // A subject transform on the stream itself, and republish.
+  out.transform_add = await attempt(
+    () =>
+      jsm.streams.add({
+        name: "IOP_XFORM",
+        subjects: ["iop.xf.>"],
+        subject_transform: { src: "iop.xf.*", dest: "iop.xf.moved.{{wildcard(1)}}" },
+        republish: { src: "iop.xf.moved.>", dest: "iop.rp.>" },
+      }),
+    (si) => [si.config.subject_transform, si.config.republish],
+  );
+  const rsub = nc.subscribe("iop.rp.>");
+  const next = reader(rsub);
+  out.transform_pub = await attempt(() => js.publish("iop.xf.a", "x1"), pubAck);
+  await attempt(() => js.publish("iop.xf.b", "x2"), pubAck);
+  out.transform_pub_3 = await attempt(() => js.publish("iop.xf.a", "x3"), pubAck);
+  const republished = [];
+  for (let i = 0; i < 3; i++) {
+    const m = await next(2000);
+    republished.push(typeof m === "string" ? m : [m.subject, m.string(), headerObs(m.headers)]);
+  }
+  rsub.unsubscribe();
+  out.republished = republished;
+  out.transform_msgs = await streamMsgs(jsm, "IOP_XFORM");
+
+  // Rollups.
+  await must(
+    "add rollup",
+    jsm.streams.add({ name: "IOP_ROLLUP", subjects: ["iop.ru.>"], allow_rollup_hdrs: true }),
+  );
+  for (const [subj, data] of [
+    ["iop.ru.a", "a1"],
+    ["iop.ru.a", "a2"],
+    ["iop.ru.b", "b1"],
+    ["iop.ru.b", "b2"],
+  ]) {
+    await must("pub rollup", js.publish(subj, data));
+  }
+  const rollup = (v) => {
+    const rh = headers();
+    rh.set("Nats-Rollup", v);
+    return { headers: rh };
+  };
+  out.rollup_sub = await attempt(() => js.publish("iop.ru.a", "a3", rollup("sub")), pubAck);
+  out.rollup_sub_msgs = await streamMsgs(jsm, "IOP_ROLLUP");
+  out.rollup_all = await attempt(() => js.publish("iop.ru.c", "c1", rollup("all")), pubAck);
+  out.rollup_all_state = streamState(await must("info", jsm.streams.info("IOP_ROLLUP")));
+  out.rollup_bad = await attempt(() => js.publish("iop.ru.c", "c2", rollup("nope")), pubAck);
+  // IOP_XFORM does not allow rollups.
+  out.rollup_not_allowed = await attempt(
+    () => js.publish("iop.xf.c", "n", rollup("sub")),
+    pubAck,
+  );
+
+  // deny_delete / deny_purge, discard new with max_msgs, first_seq and sealing.
+  await must(
+    "add deny",
+    jsm.streams.add({
+      name: "IOP_DENY",
+      subjects: ["iop.nr.>"],
+      deny_delete: true,
+      deny_purge: true,
+      max_msgs: 3,
+      discard: "new",
+      first_seq: 100,
+    }),
+  );
+  const discard = [];
+  for (let i = 1; i <= 4; i++) {
+    discard.push(await attempt(() => js.publish("iop.nr.x", `d-${i}`), pubAck));
+  }
+  out.discard_new = discard;
+  out.deny_delete = await attempt(() => jsm.streams.deleteMessage("IOP_DENY", 101));
+  out.deny_purge = await attempt(() => jsm.streams.purge("IOP_DENY"));
+  const dsi = await must("info deny", jsm.streams.info("IOP_DENY"));
+  out.deny_state = streamState(dsi);
+  out.deny_config = streamConfig(dsi.config);
+  out.seal = await attempt(
+    () => jsm.streams.update("IOP_DENY", { ...dsi.config, sealed: true }),
+    (si) => si.config.sealed,
+  );
+  out.sealed_publish = await attempt(() => js.publish("iop.nr.x", "late"), pubAck);
+  out.sealed_unseal = await attempt(
+    () => jsm.streams.update("IOP_DENY", { ...dsi.config, sealed: false }),
+    () => "unsealed",
+  );
+
+  out.sealed_delete = await attempt(() => jsm.streams.deleteMessage("IOP_DENY", 100));
+  out.sealed_purge = await attempt(() => jsm.streams.purge("IOP_DENY"));
+
+  // Discard new per subject, and republish of headers only.
+  await must(
+    "add dnps",
+    jsm.streams.add({
+      name: "IOP_DNPS",
+      subjects: ["iop.dn.>"],
+      max_msgs_per_subject: 1,
+      discard: "new",
+      discard_new_per_subject: true,
+      republish: { src: "iop.dn.>", dest: "iop.dnr.>", headers_only: true },
+    }),
+  );
+  const hsub = nc.subscribe("iop.dnr.>");
+  const hnext = reader(hsub);
+  out.dnps = [];
+  for (const [subj, data] of [
+    ["iop.dn.a", "first"],
+    ["iop.dn.a", "second"],
+    ["iop.dn.b", "other"],
+  ]) {
+    out.dnps.push(await attempt(() => js.publish(subj, data), pubAck));
+  }
+  out.republished_headers_only = [];
+  for (let i = 0; i < 2; i++) {
+    const m = await hnext(2000);
+    out.republished_headers_only.push(
+      typeof m === "string" ? m : [m.subject, m.data.length, headerObs(m.headers)],
+    );
+  }
+  hsub.unsubscribe();
+
+  // max_age expiry.
+  await must(
+    "add age",
+    jsm.streams.add({ name: "IOP_AGE", subjects: ["iop.ag.>"], max_age: 1e9 }),
+  );
+  await must("pub age", js.publish("iop.ag.a", "old"));
+  out.age_before = streamState(await must("info age", jsm.streams.info("IOP_AGE")));
+  const asi = await caughtUp(jsm, "IOP_AGE", (si) => si.state.messages === 0, 4000);
+  out.age_after = streamState(asi);
+  for (const s of ["IOP_XFORM", "IOP_ROLLUP", "IOP_DENY", "IOP_DNPS", "IOP_AGE"]) {
+    await must(`delete ${s}`, jsm.streams.delete(s));
+  }
+}
+
+async function moreConsumers(nc, js, jsm) {
+  const stream = "IOP_MORE_CO";
+  await must("add", jsm.streams.add({ name: stream, subjects: ["iop.mc.>"] }));
+  for (const [subj, data] of [
+    ["iop.mc.a", "a1"],
+    ["iop.mc.b", "b1"],
+    ["iop.mc.c", "c1"],
+  ]) {
+    await must("pub", js.publish(subj, data));
+  }
+  await sleep(300);
+  const between = new Date();
+  await sleep(300);
+  for (const [subj, data] of [
+    ["iop.mc.a", "a2"],
+    ["iop.mc.b", "b2"],
+    ["iop.mc.c", "c2"],
+  ]) {
+    await must("pub", js.publish(subj, data));
+  }
+
+  // backoff with max_deliver: redeliveries follow the backoff list, then stop.
+  out.backoff_add = await attempt(
+    () =>
+      jsm.consumers.add(stream, {
+        durable_name: "backoff",
+        ack_policy: AckPolicy.Explicit,
+        filter_subject: "iop.mc.a",
+        max_deliver: 3,
+        backoff: [200e6, 400e6],
+      }),
+    (ci) => ({ ...consumerInfo(ci), backoff: ci.config.backoff }),
+  );
+  out.backoff_bad = await attempt(
+    () =>
+      jsm.consumers.add(stream, {
+        durable_name: "backoff_bad",
+        ack_policy: AckPolicy.Explicit,
+        max_deliver: 2,
+        backoff: [200e6, 400e6, 800e6],
+      }),
+    () => "added",
+  );
+  const bc = await must("get backoff", js.consumers.get(stream, "backoff"));
+  // Seq 1 is never acked: it is redelivered after 200 ms, then 400 ms, then no more (max 3).
+  const deliveries = [];
+  const times = [];
+  for (let i = 0; i < 5; i++) {
+    const m = await attempt(() => bc.next({ expires: 1500 }));
+    if (m === null || m.error) {
+      deliveries.push(m);
+      break;
+    }
+    deliveries.push([m.seq, m.info.deliveryCount, m.string()]);
+    if (m.seq === 1) {
+      times.push(Date.now());
+    } else {
+      m.ack();
+    }
+  }
+  out.backoff_deliveries = deliveries;
+  out.backoff_gaps_ok =
+    times.length === 3 && times[1] - times[0] >= 150 && times[2] - times[1] >= 350;
+
+  // An ephemeral consumer with an inactive threshold goes away.
+  const eph = await must(
+    "add ephemeral",
+    jsm.consumers.add(stream, { ack_policy: AckPolicy.None, inactive_threshold: 500e6 }),
+  );
+  out.ephemeral_threshold = eph.config.inactive_threshold;
+  out.ephemeral_named = Boolean(eph.name);
+  let gone = null;
+  const deadline = Date.now() + 5000;
+  while (Date.now() < deadline) {
+    const r = await attempt(() => jsm.consumers.info(stream, eph.name), () => "present");
+    if (r !== "present") {
+      gone = r;
+      break;
+    }
+    await sleep(100);
+  }
+  out.ephemeral_gone = gone;
+
+  // Several filters, a start time, replay original, metadata.
+  out.filters = await attempt(async () => {
+    await jsm.consumers.add(stream, {
+      durable_name: "filters",
+      ack_policy: AckPolicy.None,
+      filter_subjects: ["iop.mc.a", "iop.mc.c"],
+      metadata: { team: "iop", purpose: "filters" },
+    });
+    const ci = await jsm.consumers.info(stream, "filters");
+    const c = await js.consumers.get(stream, "filters");
+    return {
+      msgs: await fetchObs(c, { max_messages: 10, expires: 1000 }),
+      metadata: userMetadata(ci.config.metadata),
+      num_pending: ci.num_pending,
+    };
+  });
+  out.overlapping_filters = await attempt(
+    () =>
+      jsm.consumers.add(stream, {
+        durable_name: "overlap",
+        ack_policy: AckPolicy.None,
+        filter_subjects: ["iop.mc.>", "iop.mc.a"],
+      }),
+    () => "added",
+  );
+  out.start_time = await attempt(async () => {
+    const ci = await jsm.consumers.add(stream, {
+      durable_name: "since",
+      ack_policy: AckPolicy.None,
+      deliver_policy: "by_start_time",
+      opt_start_time: between.toISOString(),
+    });
+    const c = await js.consumers.get(stream, "since");
+    return {
+      deliver_policy: ci.config.deliver_policy,
+      num_pending: ci.num_pending,
+      msgs: await fetchObs(c, { max_messages: 10, expires: 1000 }),
+    };
+  });
+  out.start_time_missing = await attempt(
+    () =>
+      jsm.consumers.add(stream, {
+        durable_name: "since_bad",
+        ack_policy: AckPolicy.None,
+        deliver_policy: "by_start_time",
+      }),
+    () => "added",
+  );
+  out.replay_original = await attempt(async () => {
+    const ci = await jsm.consumers.add(stream, {
+      durable_name: "replay",
+      ack_policy: AckPolicy.None,
+      replay_policy: "original",
+    });
+    const c = await js.consumers.get(stream, "replay");
+    return {
+      replay_policy: ci.config.replay_policy,
+      msgs: (await fetchObs(c, { max_messages: 6, expires: 3000 })).map((m) => m[1]),
+    };
+  });
+  out.filters_update = await attempt(
+    () =>
+      jsm.consumers.update(stream, "since", { filter_subjects: ["iop.mc.b", "iop.mc.c"] }),
+    (ci) => [ci.config.filter_subjects ?? null, ci.config.filter_subject ?? null, ci.num_pending],
+  );
+  out.metadata_update = await attempt(
+    () => jsm.consumers.update(stream, "filters", { metadata: { team: "iop2" } }),
+    (ci) => userMetadata(ci.config.metadata),
+  );
+  out.headers_only_config = await attempt(
+    () =>
+      jsm.consumers.add(stream, {
+        durable_name: "hdr",
+        ack_policy: AckPolicy.None,
+        headers_only: true,
+      }),
+    (ci) => ci.config.headers_only ?? false,
+  );
+
+  // Listing more consumers than one page of CONSUMER.LIST holds (256), and paging the names
+  // by hand with an offset.
+  for (let i = 0; i < 260; i += 20) {
+    const adds = [];
+    for (let j = i; j < i + 20 && j < 260; j++) {
+      const name = `many${String(j).padStart(3, "0")}`;
+      adds.push(jsm.consumers.add(stream, { durable_name: name, ack_policy: AckPolicy.None }));
+    }
+    await must("add many", Promise.all(adds));
+  }
+  const listed = [];
+  for await (const ci of jsm.consumers.list(stream)) {
+    listed.push([ci.name, ci.num_pending, userMetadata(ci.config.metadata)?.team ?? null]);
+  }
+  listed.sort();
+  out.consumer_list_count = listed.length;
+  out.consumer_list_named = listed.filter((c) => !c[0].startsWith("many"));
+  out.consumer_list_many = listed.filter((c) => c[0].startsWith("many") && c[1] !== 6).length;
+  const page = async (api, offset) => {
+    const r = await nc.request(
+      `$JS.API.CONSUMER.${api}.${stream}`,
+      JSON.stringify({ offset }),
+      { timeout: 5000 },
+    );
+    const body = r.json();
+    const items = body.consumers ?? [];
+    return {
+      total: body.total,
+      offset: body.offset,
+      limit: body.limit,
+      count: items.length,
+      first: api === "NAMES" ? items[0] : items[0]?.name,
+    };
+  };
+  out.consumer_names_page = await attempt(() => page("NAMES", 250));
+  out.consumer_list_page_0 = await attempt(() => page("LIST", 0), (p) => ({ ...p, first: null }));
+  out.consumer_list_page_256 = await attempt(() => page("LIST", 256), (p) => p.count);
+  await must("delete", jsm.streams.delete(stream));
+}
+
+async function moreKV(js) {
+  const kvm = new Kvm(js);
+  const kv = await must("create kv", kvm.create("iop_kv_more", { history: 3 }));
+  for (const [k, v] of [
+    ["a.1", "x"],
+    ["a.2", "y"],
+    ["b.1", "z"],
+    ["c.1", "w"],
+  ]) {
+    await must("put", kv.put(k, v));
+  }
+  await must("delete", kv.delete("a.2"));
+  out.kv_keys_filters = await attempt(() => collect(kv.keys(["a.*", "c.>"])), (ks) => ks.sort());
+  out.kv_keys_one = await attempt(() => collect(kv.keys("b.*")), (ks) => ks.sort());
+
+  const watchObs = async (opts, wantMore) => {
+    const w = await kv.watch(opts);
+    const next = reader(w);
+    const r = [];
+    for (;;) {
+      const e = await next(500);
+      if (e === "timeout" || e === "done") {
+        break;
+      }
+      r.push([e.key, e.revision, e.operation, e.string()]);
+    }
+    if (wantMore) {
+      await wantMore();
+      for (;;) {
+        const e = await next(500);
+        if (e === "timeout" || e === "done") {
+          break;
+        }
+        r.push([e.key, e.revision, e.operation, e.string()]);
+      }
+    }
+    w.stop();
+    return r;
+  };
+  out.kv_watch_ignore_deletes = await attempt(() =>
+    watchObs({ ignoreDeletes: true }, async () => {
+      await kv.delete("b.1");
+      await kv.put("d.1", "new");
+    }),
+  );
+  out.kv_watch_all = await attempt(() => watchObs({ include: "history" }));
+  out.kv_watch_headers_only = await attempt(() =>
+    watchObs({ key: "a.>", headers_only: true, include: "history" }),
+  );
+  out.kv_watch_resume = await attempt(() => watchObs({ resumeFromRevision: 3 }));
+  out.kv_watch_resume_future = await attempt(() => watchObs({ resumeFromRevision: 100 }));
+  out.kv_watch_resume_keys = await attempt(() =>
+    watchObs({ key: ["a.>", "d.>"], resumeFromRevision: 2 }),
+  );
+  await must("destroy kv", kv.destroy());
+}
+
+async function moreObjects(js) {
+  const objm = new Objm(js);
+  const src = await must("create obj src", objm.create("iop_obj_src"));
+  const dst = await must("create obj dst", objm.create("iop_obj_dst"));
+  const blob = new TextEncoder().encode("linked");
+  await must("put", src.putBlob({ name: "doc", description: "d" }, blob));
+  const linkObs = (i) => (i === null ? null : { name: i.name, link: i.options?.link ?? null });
+  const found = (r) => (r === null ? null : "found");
+  // A link to the whole other bucket, and a link to one object in it.
+  out.link_store = await attempt(() => dst.linkStore("srclink", src), linkObs);
+  out.link_info = await attempt(() => dst.info("srclink"), linkObs);
+  out.link_object = await attempt(async () => {
+    const l = await dst.link("doclink", await src.info("doc"));
+    const got = await dst.getBlob("doclink");
+    return { ...linkObs(l), data: got === null ? null : new TextDecoder().decode(got) };
+  });
+  out.get_missing = await attempt(() => dst.get("nothing-here"), found);
+  out.get_blob_missing = await attempt(() => dst.getBlob("nothing-here"));
+  out.get_link_to_store = await attempt(() => dst.get("srclink"), found);
+  out.link_list = await attempt(() => dst.list(), (infos) => infos.map((i) => i.name).sort());
+  await must("destroy dst", dst.destroy());
+  await must("destroy src", src.destroy());
+}
+
+async function moreDirect(js, jsm) {
+  const stream = "IOP_MORE_DIRECT";
+  await must(
+    "add",
+    jsm.streams.add({ name: stream, subjects: ["iop.md.>"], allow_direct: true }),
+  );
+  for (const [subj, data] of [
+    ["iop.md.a", "a1"],
+    ["iop.md.b", "b1"],
+    ["iop.md.a", "a2"],
+  ]) {
+    await must("pub", js.publish(subj, data));
+  }
+  await sleep(300);
+  const between = new Date();
+  await sleep(300);
+  for (const [subj, data] of [
+    ["iop.md.c", "c1"],
+    ["iop.md.b", "b2"],
+    ["iop.md.a", "a3"],
+  ]) {
+    await must("pub", js.publish(subj, data));
+  }
+  const drainBatch = async (iterPromise) => {
+    const r = [];
+    for await (const m of await iterPromise) {
+      r.push([m.subject, m.seq, m.string(), m.pending, m.lastSequence]);
+    }
+    return r;
+  };
+  out.direct_batch_max_bytes = await attempt(() =>
+    drainBatch(jsm.direct.getBatch(stream, { seq: 1, batch: 10, max_bytes: 40 })),
+  );
+  out.direct_batch_start_time = await attempt(() =>
+    drainBatch(jsm.direct.getBatch(stream, { start_time: between, batch: 10 })),
+  );
+  out.direct_get_start_time = await attempt(
+    () => jsm.direct.getMessage(stream, { start_time: between }),
+    storedMsg,
+  );
+  out.direct_last_for_batch = await attempt(
+    () =>
+      drainBatch(jsm.direct.getLastMessagesFor(stream, { multi_last: ["iop.md.>"], batch: 2 })),
+    (r) => r.length,
+  );
+  out.direct_last_for_up_to_time = await attempt(
+    () =>
+      drainBatch(
+        jsm.direct.getLastMessagesFor(stream, { multi_last: ["iop.md.*"], up_to_time: between }),
+      ),
+    (r) => r.map((m) => m.slice(0, 3)).sort(),
+  );
+  out.direct_last_for_none = await attempt(() =>
+    drainBatch(jsm.direct.getLastMessagesFor(stream, { multi_last: ["iop.md.zzz"] })),
+  );
+  await must("delete", jsm.streams.delete(stream));
+}
+
+async function scenarioMore(nc, js, jsm) {
+  await moreMirrors(js, jsm);
+  await moreEdges(js, jsm);
+  await moreStreamConfig(nc, js, jsm);
+  await moreConsumers(nc, js, jsm);
+  await moreKV(js);
+  await moreObjects(js);
+  await moreDirect(js, jsm);
+}
+
+// ---------------------------------------------------------------------------------------
 
 const scenarios = {
   streams: scenarioStreams,
@@ -1168,6 +1905,7 @@ const scenarios = {
   kv: scenarioKV,
   objects: scenarioObjects,
   extras: scenarioExtras,
+  more: scenarioMore,
 };
 
 async function main() {
