@@ -78,18 +78,25 @@ async def _fill_orders(nc: Client) -> None:
     await sub.unsubscribe()
 
 
+async def fill_orders_cache_empty(nc: Client) -> None:
+    """ORDERS, a memory stream CACHE (a gap, headers, a durable) and an EMPTY stream: what
+    the backups of both server kinds start from."""
+    js = nc.jetstream()
+    await _fill_orders(nc)
+    await js.add_stream(name="CACHE", subjects=["cache.>"], storage=StorageType.MEMORY)
+    for i in range(25):
+        await js.publish(f"cache.{i % 5}", b"v" * i, headers={"K": str(i)} if i % 2 else None)
+    await js.delete_msg("CACHE", 10)
+    await js.add_consumer("CACHE", ConsumerConfig(durable_name="READER"))
+    await js.add_stream(name="EMPTY", subjects=["empty.>"])
+
+
 async def _make(url: str, root: Path) -> Backups:
     out = Backups(root)
     nc = await nats.connect(url, allow_reconnect=False)
     try:
         js = nc.jetstream()
-        await _fill_orders(nc)
-        await js.add_stream(name="CACHE", subjects=["cache.>"], storage=StorageType.MEMORY)
-        for i in range(25):
-            await js.publish(f"cache.{i % 5}", b"v" * i, headers={"K": str(i)} if i % 2 else None)
-        await js.delete_msg("CACHE", 10)
-        await js.add_consumer("CACHE", ConsumerConfig(durable_name="READER"))
-        await js.add_stream(name="EMPTY", subjects=["empty.>"])
+        await fill_orders_cache_empty(nc)
         await js.add_stream(name="ORIGIN", subjects=["origin.>"])
         for i in range(30):
             await js.publish(f"origin.{i % 3}", f"o{i}".encode(), headers={"N": str(i)})

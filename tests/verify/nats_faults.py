@@ -23,8 +23,8 @@ from typing import Any
 
 import nats
 from nats.aio.client import Client
-from nats.js.api import AckPolicy, ConsumerConfig, StorageType
-from verify.backup_faults import Backups, _fill_orders
+from nats.js.api import AckPolicy, ConsumerConfig
+from verify.backup_faults import Backups, fill_orders_cache_empty
 
 from headwater.archive.s2 import S2_MAGIC, S2Reader, read_uvarint
 from headwater.control.backup import backup_stream
@@ -47,13 +47,7 @@ def settle_archive_name(directory: Path) -> Path:
 
 async def _fill(nc: Client) -> None:
     js = nc.jetstream()
-    await _fill_orders(nc)  # the same ORDERS the headwater-server backups hold
-    await js.add_stream(name="CACHE", subjects=["cache.>"], storage=StorageType.MEMORY)
-    for i in range(25):
-        await js.publish(f"cache.{i % 5}", b"v" * i, headers={"K": str(i)} if i % 2 else None)
-    await js.delete_msg("CACHE", 10)
-    await js.add_consumer("CACHE", ConsumerConfig(durable_name="READER"))
-    await js.add_stream(name="EMPTY", subjects=["empty.>"])
+    await fill_orders_cache_empty(nc)  # the same streams the headwater-server backups hold
     await js.add_stream(name="PURGED", subjects=["purged.>"])
     for i in range(5):
         await js.publish(f"purged.{i}", b"gone")
