@@ -140,6 +140,12 @@ class PowerCutIO(FileIO):
             if not self.dead:
                 super().truncate(path, size)
 
+    def allocate(self, fd: int, offset: int, length: int) -> None:
+        # Reserved space is zeros until written; the model keeps it like any other write.
+        with self.lock:
+            if not self.dead:
+                super().allocate(fd, offset, length)
+
     def replace(self, src: str, dst: str) -> None:
         with self.lock:
             if self.dead:

@@ -7,7 +7,10 @@ A :class:`Stream` owns
   subjects (queue group ``_sys_``, answered inline by :mod:`.direct`);
 * the publish-ack **group commit**: success acks wait for ``store.durable()``; one durable
   call is in flight per stream and every ack queued behind it goes out when it returns, so a
-  burst of publishes shares one fsync;
+  burst of publishes shares one fsync. MSG.DELETE and PURGE replies wait in the same queue
+  (:meth:`Stream.durable`);
+* the **fail-stop** of a store whose write or fsync failed: an error log and a
+  ``$JS.EVENT.ADVISORY.SERVER.OUT_OF_STORAGE`` advisory (the store itself refuses writes);
 * the **expiry timer**, armed at ``store.next_expiry()`` (``max_age`` and per-message TTLs);
 * **subject delete markers**: when ``max_age``/TTL removes the last message of a subject and
   ``subject_delete_marker_ttl`` is set, a marker (``Nats-Marker-Reason: MaxAge``) is stored on
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from headwater.server.connections.internal import InternalClient
 from headwater.server.protocol import headers
 from headwater.server.routing.subjects import subject_matches
-from headwater.server.store.base import StoreLimits, StreamState, StreamStore
+from headwater.server.store.base import StoreFailed, StoreLimits, StreamState, StreamStore
 from headwater.server.subscription import Subscription
 
 from . import direct, errors, publish
@@ -104,7 +108,8 @@ class Stream:
         self.input_transform: SubjectTransform | None = None
         self.republish_transform: SubjectTransform | None = None
         self._ack_prefix = b""
-        self._pending: list[tuple[str, bytes]] = []
+        self._pending: list[tuple[str, bytes] | asyncio.Future[None]] = []
+        """Acks to send, and :meth:`durable` callers to wake, after the next durable()."""
         self._flusher: asyncio.Task[None] | None = None
         self._expiry: asyncio.TimerHandle | None = None
         self._expiry_at = 0
@@ -113,6 +118,7 @@ class Stream:
         self.lmsgid = ""
         self._dedupe_loaded = state.msgs == 0
         store.on_remove = self._removed
+        store.on_failure = self._store_failed
         self._configure(config)
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -159,7 +165,7 @@ class Stream:
         self._cancel_expiry()
         if self._flusher is not None:
             await asyncio.shield(self._flusher)
-        self.store.delete()
+        await self.store.adelete()
 
     def _configure(self, cfg: StreamConfig) -> None:
         st = cfg.subject_transform
@@ -393,27 +399,62 @@ class Stream:
         if self._flusher is None:
             self._flusher = asyncio.get_running_loop().create_task(self._flush_acks())
 
+    async def durable(self) -> None:
+        """Return once every change made to the store so far (a delete, a purge) is as
+        durable as a publish ack: it shares the acks' group commit. Raises ``StoreError``."""
+        if not self._durable_acks:
+            await self.store.durable()  # interval: reaches the OS at least; memory: nothing
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append(waiter)
+        if self._flusher is None:
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_acks())
+        await waiter
+
     async def _flush_acks(self) -> None:
         """Group commit: one ``durable()`` at a time; acks queued meanwhile share the next."""
         try:
             while self._pending:
                 batch, self._pending = self._pending, []
+                failure: Exception | None = None
                 try:
                     await self.store.durable()
                 except Exception as exc:
+                    failure = exc
                     log.error("JetStream failed to sync stream '%s': %s", self.name, exc)
-                    failed = dumps(
-                        {
-                            "error": errors.STREAM_STORE_FAILED.format(err=str(exc)).to_dict(),
-                            "stream": self.name,
-                            "seq": 0,
-                        }
-                    )
-                    batch = [(reply, failed) for reply, _ in batch]
-                for reply, body in batch:
-                    self.client.publish(reply, body)
+                failed = b""
+                if failure is not None:
+                    error = errors.STREAM_STORE_FAILED.format(err=str(failure))
+                    failed = dumps({"error": error.to_dict(), "stream": self.name, "seq": 0})
+                for item in batch:
+                    if isinstance(item, asyncio.Future):
+                        if item.done():
+                            continue
+                        if failure is None:
+                            item.set_result(None)
+                        else:
+                            item.set_exception(failure)
+                    else:
+                        self.client.publish(item[0], failed or item[1])
         finally:
             self._flusher = None
+
+    def _store_failed(self, exc: StoreFailed) -> None:
+        """The store stopped after a failed write or fsync: say so, loudly. It refuses every
+        write until the stream is reopened from disk (a server restart)."""
+        log.error("JetStream stream '%s' is read-only: %s", self.name, exc)
+        server = self.client.server
+        body: dict[str, Any] = {
+            "type": "io.nats.jetstream.advisory.v1.server_out_of_space",
+            "id": secrets.token_hex(11),
+            "timestamp": rfc3339(time.time_ns()),
+            "server": server.name,
+            "server_id": server.server_id,
+            "stream": self.name,
+        }
+        if self.domain:
+            body["domain"] = self.domain
+        self.client.publish("$JS.EVENT.ADVISORY.SERVER.OUT_OF_STORAGE", dumps(body))
 
     # --- republish -----------------------------------------------------------------------
 

@@ -206,6 +206,14 @@ class StorageFull(StoreError):
     description = "insufficient storage resources available"
 
 
+class StoreFailed(StoreError):
+    """A write or fsync failed: the store refuses writes until it is reopened from disk
+    (see ``StreamStore.failed``). ``str(err)`` says what failed."""
+
+    kind = "store_failed"
+    description = "stream store failed"
+
+
 class StoreClosed(StoreError):
     kind = "closed"
     description = "store is closed"
@@ -253,6 +261,13 @@ class StreamStore(Protocol):
     on_remove: RemoveHook | None
     removal_reason: str
     recovery_report: RecoveryReport
+    failed: StoreFailed | None
+    """Set once a write or fsync to disk failed (file stores). From then on appends raise
+    it and ``durable()`` raises it: nothing more can be promised until the store is reopened
+    from disk. Removals still change the in-memory state (acks, limits) but are not made
+    durable; callers that answer a client should refuse them first."""
+    on_failure: Callable[[StoreFailed], None] | None
+    """Called once, on the loop thread, when ``failed`` is set."""
 
     @property
     def limits(self) -> StoreLimits: ...
@@ -260,7 +275,8 @@ class StreamStore(Protocol):
     def store_msg(self, subject: str, hdr: bytes, data: bytes, ttl_ns: int = 0) -> tuple[int, int]:
         """Append; returns ``(seq, ts)``. Never waits for the disk (see ``durable``). ``ttl_ns``
         > 0 expires the message at ``ts + ttl_ns``; < 0 exempts it from ``max_age`` (Nats-TTL
-        "never"). Raises a ``StoreError`` subclass when a discard-new limit refuses it."""
+        "never"). Raises a ``StoreError`` subclass when a discard-new limit refuses it, and
+        ``StorageFull`` when the disk has no room (the message then leaves no trace)."""
         ...
 
     def store_raw_msg(
@@ -357,6 +373,11 @@ class StreamStore(Protocol):
 
     def delete(self) -> None:
         """Close and remove everything the store keeps on disk."""
+        ...
+
+    async def adelete(self) -> None:
+        """``delete`` from the event loop: lets a sync round in flight finish first and
+        removes the files off the loop thread."""
         ...
 
     def check(self) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import heapq
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import pairwise
 from typing import Any
 
@@ -34,6 +34,7 @@ from headwater.server.store.base import (
     StoreConfig,
     StoredMsg,
     StoreError,
+    StoreFailed,
     StoreLimits,
     StreamState,
 )
@@ -60,6 +61,8 @@ class IndexedStore(ABC):
         self.on_remove: RemoveHook | None = None
         self.removal_reason = ""
         self.recovery_report = RecoveryReport()
+        self.failed: StoreFailed | None = None
+        self.on_failure: Callable[[StoreFailed], None] | None = None
         self._closed = False
 
     # ------------------------------------------------------------------ hooks for subclasses
@@ -117,8 +120,18 @@ class IndexedStore(ABC):
         if self._closed:
             raise StoreClosed()
 
+    def _check_writable(self) -> None:
+        """Appends (and sequence moves) are refused once the store failed (fail-stop)."""
+        if self._closed:
+            raise StoreClosed()
+        if self.failed is not None:
+            raise self.failed
+
+    def _reserve_batch(self, msgs: Sequence[StoredMsg]) -> None:  # noqa: B027 - optional hook
+        """Make room for ``msgs`` before any of them is stored, or raise ``StorageFull``."""
+
     def store_msg(self, subject: str, hdr: bytes, data: bytes, ttl_ns: int = 0) -> tuple[int, int]:
-        self._check_open()
+        self._check_writable()
         lim = self._limits
         idx = self._idx
         if lim.max_msg_size >= 0 and len(hdr) + len(data) > lim.max_msg_size:
@@ -179,7 +192,7 @@ class IndexedStore(ABC):
     def store_raw_msg(
         self, subject: str, hdr: bytes, data: bytes, seq: int, ts: int, ttl_ns: int = 0
     ) -> None:
-        self._check_open()
+        self._check_writable()
         idx = self._idx
         if seq <= idx.last:
             raise StoreError(f"restored message {seq} is not after {idx.last}")
@@ -189,6 +202,7 @@ class IndexedStore(ABC):
         budget = self._budget
         if budget is not None and not budget.fits(size):
             raise StorageFull()
+        self._reserve_batch([StoredMsg(subject, seq, hdr, data, ts)])  # before the gap is used
         if seq > idx.last + 1:
             # The gap takes the previous message's time, keeping timestamps non-decreasing.
             idx.skip(seq - idx.last - 1, self._last_ts)
@@ -197,7 +211,7 @@ class IndexedStore(ABC):
         self._after_write()
 
     def store_raw_batch(self, msgs: Sequence[StoredMsg]) -> None:
-        self._check_open()
+        self._check_writable()
         if not msgs:
             return
         idx = self._idx
@@ -218,6 +232,7 @@ class IndexedStore(ABC):
         budget = self._budget
         if budget is not None and not budget.fits(total):
             raise StorageFull()
+        self._reserve_batch(msgs)
         runs.append(len(msgs))
         for a, b in pairwise(runs):
             first = msgs[a].seq
@@ -243,7 +258,7 @@ class IndexedStore(ABC):
                 self._remove(idx.first, False, "max_bytes")
 
     def skip_msgs(self, seq: int, n: int, ts_ns: int | None = None) -> None:
-        self._check_open()
+        self._check_writable()
         idx = self._idx
         if seq != idx.last + 1:
             raise StoreError("expected sequence does not match store")
@@ -351,7 +366,7 @@ class IndexedStore(ABC):
         return self._drop_below(seq)
 
     def set_first_seq(self, seq: int) -> int:
-        self._check_open()
+        self._check_writable()
         idx = self._idx
         if seq < idx.last:
             raise StoreError("partial purges not supported")

@@ -56,6 +56,9 @@ class MemoryStore(IndexedStore):
         self._idx.reset(self._idx.last + 1)
         self.close()
 
+    async def adelete(self) -> None:
+        self.delete()
+
     def check(self) -> None:
         super().check()
         idx = self._idx

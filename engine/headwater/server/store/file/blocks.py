@@ -80,6 +80,7 @@ class Block:
     """One block file and what the store tracks about it."""
 
     __slots__ = (
+        "alloc",
         "crc",
         "crc_ok",
         "disk_size",
@@ -113,6 +114,9 @@ class Block:
         """CRC-32 of the file's ``disk_size`` bytes, kept running as we append."""
         self.crc_ok = True
         """False after an in-place erase: ``crc`` must be recomputed from the file."""
+        self.alloc = 0
+        """Bytes of the file reserved on disk (``FileIO.allocate``); the active block's
+        records are only accepted inside it, so a flush cannot run out of space."""
         self.fd = -1
         self.unsynced = False
         """Bytes reached the file through ``fd`` since the last fsync was prepared."""
@@ -159,6 +163,11 @@ class Block:
     def flush(self, io: FileIO) -> None:
         """Write buffered bytes to the file (no fsync)."""
         if not self.wbuf:
+            return
+        if self.last < self.first and self.disk_size + len(self.wbuf) > self.alloc:
+            # Only the header of a block that has no record yet, and no space reserved for
+            # it: it waits for the first record's reservation (a full disk must not fail a
+            # sync round over a header nobody needs).
             return
         io.pwrite(self.fd, self.wbuf, self.disk_size)
         self.unsynced = True

@@ -7,10 +7,18 @@ loop. That is why sealed blocks' write fds go to ``_retired`` rather than being 
 rewritten block (compacted, packed or erased-while-packed) is written to ``<name>.tmp`` and only
 renamed over the original after the next fsync covered it: until then readers keep using the
 original, which still holds every live record at the offsets the index knows.
+
+Two orderings keep removals crash-safe. A block with no live record left is unlinked only by
+the ``finish`` of the sync round that made the delete log entries about it durable, so a crash
+can never lose the sequences it held before the log says they were used. And the active block
+reserves disk space (``FileIO.allocate``) before it accepts a record: a full disk refuses the
+append up front instead of failing a later flush.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import zlib
 from bisect import bisect_right
@@ -34,6 +42,14 @@ from headwater.server.store.seqindex import SeqIndex
 
 FLUSH_BYTES = 1 << 20
 """Buffered bytes that force a write to the OS even without a sync (bounds memory)."""
+log = logging.getLogger("headwater.store")
+
+RESERVE_STEP = 256 * 1024
+"""Disk space the active block reserves at a time (one ``fallocate`` per step)."""
+
+
+class OutOfSpace(Exception):
+    """The disk has no room for a record: nothing was appended."""
 
 
 @dataclass
@@ -63,6 +79,8 @@ class SyncJob:
     rewrites: list[Rewrite] = field(default_factory=list)
     resync: list[Block | DeleteLog] = field(default_factory=list)
     """Files whose ``unsynced`` flag this job cleared (set again if it fails)."""
+    unlinks: list[str] = field(default_factory=list)
+    """Dropped blocks, unlinked once this job made the log entries about them durable."""
 
     def run(self) -> None:
         io = self.blocks.io
@@ -72,16 +90,25 @@ class SyncJob:
             io.fsync_dir(self.dir_path)
 
     def finish(self) -> None:
+        bs = self.blocks
         for fd in self.retired:
-            self.blocks.io.close(fd)
+            bs.io.close(fd)
+        for path in self.unlinks:
+            try:
+                bs.io.unlink(path)
+            except FileNotFoundError:
+                pass
+        if self.unlinks:
+            bs.dir_dirty = True
         for rw in self.rewrites:
-            self.blocks.complete_rewrite(rw)
+            bs.complete_rewrite(rw)
 
     def abort(self) -> None:
         bs = self.blocks
         for f in self.resync:
             f.unsynced = True
         bs.retired.extend(self.retired)
+        bs.unlinks.extend(self.unlinks)
         if self.dir_path is not None:
             bs.dir_dirty = True
         for rw in self.rewrites:
@@ -104,6 +131,8 @@ class BlockSet:
         self.active: Block
         self.reader = BlockReader(io)
         self.retired: list[int] = []
+        self.unlinks: list[str] = []
+        """Dropped blocks' files, removed by the next sync round's ``finish``."""
         self.dir_dirty = False
         self.rewrites: dict[int, Rewrite] = {}
         self._patch_fds: dict[int, int] = {}
@@ -119,6 +148,10 @@ class BlockSet:
         last = blocks[-1] if blocks else None
         if last is not None and not last.packed and last.raw_size < self.block_size:
             last.fd = self.io.open_rw(last.path)
+            last.alloc = last.disk_size
+            if last.disk_size == 0:  # its header never reached the disk
+                last.wbuf = bytearray(RAW_HEADER)
+                last.raw_size = BLOCK_HEADER_SIZE
             self.active = last
         else:
             self._new_block(last.index + 1 if last else 1)
@@ -145,10 +178,41 @@ class BlockSet:
 
     # ------------------------------------------------------------------ appends and reads
 
-    def append(self, record: bytes, seq: int, size: int) -> int:
+    def _reserve(self, blk: Block, n: int) -> None:
+        """Make sure ``n`` more bytes of ``blk`` have disk space; raises ``OutOfSpace``."""
+        need = blk.raw_size + n
+        if need <= blk.alloc:
+            return
+        want = max(need, min(blk.alloc + RESERVE_STEP, self.block_size))
+        try:
+            self.io.allocate(blk.fd, blk.alloc, want - blk.alloc)
+        except OSError as exc:
+            if want == need:
+                raise OutOfSpace(str(exc)) from exc
+            try:  # room for this record, perhaps, if not for a whole step
+                self.io.allocate(blk.fd, blk.alloc, need - blk.alloc)
+            except OSError as exc2:
+                raise OutOfSpace(str(exc2)) from exc2
+            want = need
+        blk.alloc = want
+
+    def reserve_run(self, total: int) -> None:
+        """Reserve ``total`` bytes for a run of records appended with ``roll=False``: they all
+        go to one block (a fresh one when they do not fit the active block), so the run is
+        refused or accepted as a whole."""
         blk = self.active
-        if blk.raw_size + len(record) > self.block_size and blk.raw_size > BLOCK_HEADER_SIZE:
+        if blk.raw_size + total > self.block_size and blk.raw_size > BLOCK_HEADER_SIZE:
             blk = self._roll()
+        self._reserve(blk, total)
+
+    def append(self, record: bytes, seq: int, size: int, roll: bool = True) -> int:
+        """Append ``record``; raises ``OutOfSpace`` (with nothing appended) on a full disk.
+        ``roll=False``: the space was reserved by ``reserve_run``."""
+        blk = self.active
+        if roll:
+            if blk.raw_size + len(record) > self.block_size and blk.raw_size > BLOCK_HEADER_SIZE:
+                blk = self._roll()
+            self._reserve(blk, len(record))
         if blk.last < blk.first:
             self._firsts[-1] = seq
         off = blk.append(record, seq, size)
@@ -159,6 +223,9 @@ class BlockSet:
     def _roll(self) -> Block:
         old = self.active
         old.flush(self.io)
+        if old.alloc > old.disk_size:  # give back the reserved space it will not use
+            self.io.truncate(old.path, old.disk_size)
+            old.alloc = old.disk_size
         self.retired.append(old.fd)
         old.fd = -1
         new = self._new_block(old.index + 1)
@@ -198,18 +265,34 @@ class BlockSet:
             self._compact(blk)
 
     def drop(self, blk: Block) -> None:
-        """Delete a block none of whose records are live."""
+        """Delete a block none of whose records are live. Its file goes with the next sync
+        round, after the delete log entries that explain its absence are durable."""
         assert blk is not self.active
         self._cancel_rewrite(blk)
         self.reader.forget(blk)
         fd = self._patch_fds.pop(blk.index, None)
         if fd is not None:
             self.retired.append(fd)
-        self.io.unlink(blk.path)
+        self.unlinks.append(blk.path)
         i = self.blocks.index(blk)
         del self.blocks[i]
         del self._firsts[i]
-        self.dir_dirty = True
+        self.on_rewrite()
+
+    def release_dead_active(self) -> None:
+        """After a purge: if the active block holds records but none is live, start a new one
+        and drop it, so its space is freed (the dead records still buffered are discarded:
+        the delete log already says they are gone)."""
+        blk = self.active
+        if blk.live or blk.last < blk.first:
+            return
+        blk.wbuf = bytearray()
+        blk.raw_size = blk.disk_size
+        if blk.fd >= 0:
+            self.retired.append(blk.fd)
+            blk.fd = -1
+        self._new_block(blk.index + 1)
+        self.drop(blk)
 
     def floor(self) -> None:
         """After a bulk removal: delete blocks wholly below ``first`` and recount the rest."""
@@ -301,8 +384,18 @@ class BlockSet:
     ) -> None:
         self._cancel_rewrite(blk)
         tmp = blk.path + ".tmp"
-        fd = self.io.open_rw(tmp, truncate=True)
-        self.io.pwrite(fd, content, 0)
+        fd = -1
+        try:
+            fd = self.io.open_rw(tmp, truncate=True)
+            self.io.pwrite(fd, content, 0)
+        except OSError as exc:
+            # Compaction and packing only save space; on a full disk the block stays as is.
+            log.warning("cannot rewrite block %s: %s", blk.path, exc)
+            if fd >= 0:
+                self.io.close(fd)
+            with contextlib.suppress(OSError):
+                self.io.unlink(tmp)
+            return
         crc = zlib.crc32(content)
         self.rewrites[blk.index] = Rewrite(
             blk, tmp, fd, len(content), crc, flags, raw_size, locs, total_bytes
@@ -357,6 +450,7 @@ class BlockSet:
         self.retired.extend(self._patch_fds.values())
         self._patch_fds.clear()
         retired, self.retired = self.retired, []
+        unlinks, self.unlinks = self.unlinks, []
         rewrites = [rw for rw in self.rewrites.values() if not rw.in_flight]
         for rw in rewrites:
             rw.in_flight = True
@@ -368,14 +462,17 @@ class BlockSet:
         fds += [*retired, *(rw.fd for rw in rewrites)]
         dir_path = self.dir if self.dir_dirty else None
         self.dir_dirty = False
-        return SyncJob(self, fds, dir_path, retired, rewrites, resync)
+        return SyncJob(self, fds, dir_path, retired, rewrites, resync, unlinks)
 
     @property
     def pending(self) -> bool:
-        """Unsynced work that is not a plain append (rewrites, renames, closes)."""
-        return bool(self.rewrites or self.retired or self._patch_fds or self.dir_dirty)
+        """Unsynced work that is not a plain append (rewrites, renames, closes, unlinks)."""
+        return bool(
+            self.rewrites or self.retired or self._patch_fds or self.dir_dirty or self.unlinks
+        )
 
-    def close(self) -> None:
+    def close(self, trim: bool = True) -> None:
+        """Close every descriptor; ``trim`` gives back the active block's unused reservation."""
         for rw in list(self.rewrites.values()):
             rw.cancelled = True
             self.discard_rewrite(rw)
@@ -384,9 +481,13 @@ class BlockSet:
             self.io.close(fd)
         self.retired.clear()
         self._patch_fds.clear()
-        if self.active.fd >= 0:
-            self.io.close(self.active.fd)
-            self.active.fd = -1
+        active = self.active
+        if active.fd >= 0:
+            if trim and active.alloc > active.disk_size and not active.wbuf:
+                self.io.truncate(active.path, active.disk_size)  # the unused reservation
+                active.alloc = active.disk_size
+            self.io.close(active.fd)
+            active.fd = -1
         self.reader.close()
 
     def snapshot_blocks(self) -> list[SnapshotBlock]:

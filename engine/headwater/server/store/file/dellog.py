@@ -15,6 +15,10 @@ idempotent, so the whole log may be replayed over an index snapshot. Consecutive
 usual discard-old pattern) coalesce into one growing DEL range, and buffered entries reach the
 file with the blocks' group commit. A torn last entry (bad CRC or short) ends the replay and is
 truncated. ``rewrite`` compacts the log to one FLOOR plus the ranges still dead, atomically.
+
+The file keeps some disk space reserved past its end (zeros, which the replay treats as the
+end of the log), so a removal or a purge can still be recorded on a full disk; that is how a
+purge frees space there.
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ ENTRY = struct.Struct("<B3xIqqq")
 DEL = 1
 FLOOR = 2
 LOG_NAME = "deletes.log"
+RESERVE = 16 * 1024
+"""Bytes reserved past the log's end (512 entries)."""
+LOW_WATER = 4 * 1024
+"""Reserve more once less than this is left."""
 
 
 def _entry(kind: int, a: int, b: int, c: int) -> bytes:
@@ -67,6 +75,8 @@ class DeleteLog:
         self.generation = 0
         self.size = 0
         """Bytes in the file (flushed)."""
+        self.alloc = 0
+        """Bytes of the file with disk space reserved (see the module docstring)."""
         self.entries = 0
         self.unsynced = False
         """Bytes reached the file since the last fsync was prepared."""
@@ -87,6 +97,20 @@ class DeleteLog:
             self._io.truncate(self.path, valid_length)
             self.size = valid_length
             self.entries = (valid_length - LOG_HEADER.size) // ENTRY.size
+        self.alloc = self.size
+        self._reserve(0)
+
+    def _reserve(self, pending: int) -> None:
+        """Keep ``RESERVE`` bytes reserved ahead; best effort (a full disk is not an error
+        until the reserve is used up, and even then the write may still succeed)."""
+        end = self.size + pending
+        if self.alloc - end >= LOW_WATER:
+            return
+        try:
+            self._io.allocate(self.fd, self.alloc, end + RESERVE - self.alloc)
+        except OSError:
+            return
+        self.alloc = end + RESERVE
 
     @property
     def dirty(self) -> bool:
@@ -116,6 +140,7 @@ class DeleteLog:
     def flush(self) -> None:
         self._close_run()
         if self._buf:
+            self._reserve(len(self._buf))
             self._io.pwrite(self.fd, self._buf, self.size)
             self.size += len(self._buf)
             self._buf = bytearray()
@@ -136,7 +161,7 @@ class DeleteLog:
         self._io.write_atomic(self.path, content)
         self.generation += 1
         self.fd = self._io.open_rw(self.path)
-        self.size = len(content)
+        self.size = self.alloc = len(content)
         self.entries = len(parts) - 1
 
     def close(self) -> None:

@@ -1,12 +1,14 @@
 """The file store's only door to the file system.
 
-Every write, fsync, rename, truncate and unlink goes through a ``FileIO`` so tests can swap in a
-fault-injecting one (tests/engine/store/powercut.py models a power failure: whatever was not
-fsynced is lost or torn). Reads of whole files and ``pread`` are routed here too, for symmetry.
+Every write, fsync, space reservation, rename, truncate and unlink goes through a ``FileIO`` so
+tests can swap in a fault-injecting one (``PowerCutIO`` in tests/engine/store/conftest.py
+models a power failure: whatever was not fsynced is lost or torn). Reads of whole files and
+``pread`` are routed here too, for symmetry.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -31,6 +33,17 @@ class FileIO:
             n = os.pwrite(fd, view, offset)
             offset += n
             view = view[n:]
+
+    def allocate(self, fd: int, offset: int, length: int) -> None:
+        """Reserve disk space for ``[offset, offset + length)`` (the file grows, zero-filled),
+        so later writes there cannot fail for lack of space. Raises ``OSError`` with ENOSPC,
+        EDQUOT or EFBIG when the space is not there; a file system that cannot reserve
+        (EOPNOTSUPP, EINVAL) is left as it was, and its writes may still fail later."""
+        try:
+            os.posix_fallocate(fd, offset, length)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                raise
 
     def pread(self, fd: int, n: int, offset: int) -> bytes:
         return os.pread(fd, n, offset)

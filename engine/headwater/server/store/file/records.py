@@ -86,6 +86,11 @@ class RecordCodec:
     def encrypted(self) -> bool:
         return self._aead is not None
 
+    def length(self, subject: bytes, hdr: bytes, data: bytes) -> int:
+        """``rec_len`` of the record ``encode`` would build (space to reserve before it)."""
+        extra = 0 if self._aead is None else NONCE + TAG
+        return OVERHEAD + extra + len(subject) + len(hdr) + len(data)
+
     def encode(self, seq: int, ts: int, ttl: int, subject: bytes, hdr: bytes, data: bytes) -> bytes:
         if self._aead is None:
             rec_len = OVERHEAD + len(subject) + len(hdr) + len(data)

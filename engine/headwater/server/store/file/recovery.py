@@ -9,6 +9,10 @@
    valid after it is a torn tail: the block is truncated there. Either way the store opens.
 4. Replay the whole delete log (idempotent) and rebuild per-block counters from the index.
 
+``last_seq`` never goes backwards: an erased record still names its sequence, and a DEL entry
+proves its range was used, so both raise ``last`` as a FLOOR does. Zeros after the last
+record or log entry are space reserved ahead of writes, not damage.
+
 Everything dropped is counted in the ``RecoveryReport``.
 """
 
@@ -58,6 +62,9 @@ class Recovered:
     last_ts: int = 0
     log_generation: int = 0
     log_valid: int = 0
+    erased_last: int = 0
+    """Highest sequence seen in an erased record (the sequence was used)."""
+    erased_ts: int = 0
 
 
 class BulkLoader:
@@ -203,6 +210,8 @@ def scan_records(
             ):
                 if flags:
                     if flags & F_ERASED:
+                        if seq > rec.erased_last:
+                            rec.erased_last, rec.erased_ts = seq, ts
                         off += rec_len
                         continue
                     try:  # encrypted: the subject is inside the sealed payload
@@ -264,6 +273,9 @@ def scan_records(
                     fast = True
                 off += rec_len
                 continue
+        if raw.count(0, off, end) == end - off:
+            end = off  # reserved space that was never written: the clean end
+            break
         # Damaged record: resynchronise on the next magic that starts a valid record.
         nxt = raw.find(MAGIC, off + 1)
         while nxt >= 0 and not _valid_at(raw, nxt, end):
@@ -322,10 +334,14 @@ class Recovery:
         log_path = os.path.join(self.dir, LOG_NAME)
         content = self.io.read_file(log_path) if os.path.exists(log_path) else b""
         generation, entries, valid = parse_log(content)
-        if content and valid < len(content):
+        if content and content.count(0, valid) < len(content) - valid:
             self.report.bytes_truncated += len(content) - valid
         rec = self._from_snapshot() or self._rebuild()
         rec.log_generation, rec.log_valid = generation, valid
+        idx = rec.idx
+        if rec.erased_last > idx.last:
+            rec.last_ts = max(rec.last_ts, rec.erased_ts)
+            idx.skip(rec.erased_last - idx.last, rec.last_ts)
         self._apply_log(rec, entries)
         self._block_stats(rec)
         first = rec.idx.first
@@ -348,6 +364,12 @@ class Recovery:
         path = self._path(index)
         content = self.io.read_file(path)
         block = Block(index, path, rec.idx.last + 1)
+        if content[:1] in (b"", b"\0") and content.count(0) == len(content):
+            # Created (and maybe space reserved) but its header never written: empty.
+            if content:
+                self.io.truncate(path, 0)
+            rec.blocks.append(block)
+            return
         packed = is_packed(content)
         if packed:
             try:
@@ -419,6 +441,13 @@ class Recovery:
                 return None
             if zlib.crc32(memoryview(content)[: blk.disk_size]) != blk.crc:
                 return None
+            if (
+                grown
+                and blk.disk_size < BLOCK_HEADER_SIZE
+                and content[:BLOCK_HEADER_SIZE] != RAW_HEADER
+                and content.count(0) != len(content)
+            ):
+                return None  # its header came after the snapshot: rewritten, torn or packed
             blocks.append(blk)
             if grown:
                 tail = (blk, content)
@@ -453,6 +482,13 @@ class Recovery:
 
     def _scan_tail(self, rec: Recovered, loader: BulkLoader, block: Block, content: bytes) -> None:
         start = block.disk_size
+        if start < BLOCK_HEADER_SIZE:
+            # The snapshot saw this block before its header reached the disk.
+            if content.count(0) == len(content):
+                self.io.truncate(block.path, 0)
+                block.disk_size = block.raw_size = block.crc = 0
+                return
+            start = BLOCK_HEADER_SIZE  # _from_snapshot checked the header
         valid = scan_records(content, start, self.codec, loader, rec, block, self.report)
         if valid < len(content):
             self.io.truncate(block.path, valid)
@@ -466,6 +502,8 @@ class Recovery:
         idx = rec.idx
         for kind, a, b, c in entries:
             if kind == DEL:
+                if b > idx.last:  # the range was used: its sequences stay consumed
+                    idx.skip(b - idx.last, rec.last_ts)
                 if a <= idx.first:
                     if b >= idx.last:
                         idx.reset(idx.last + 1)

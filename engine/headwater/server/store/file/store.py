@@ -8,13 +8,17 @@ On-disk layout (``<directory>/msgs/``, documented in docs/FILESTORE.md)::
     index.snap      index snapshot from the last clean close (``index``)
 
 Appends go to the active block's write buffer and reach the OS on the next loop iteration (so a
-killed process loses nothing); ``durable()`` adds the fsync through group commit (``sync``).
+killed process loses nothing), and so do removals' delete-log entries; ``durable()`` adds the
+fsync through group commit (``sync``). Disk space is reserved before a record is accepted, so a
+full disk refuses the append (``StorageFull``) and leaves no trace. Any failed write or fsync
+stops the store (``failed``) until it is reopened from disk.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -27,10 +31,17 @@ from typing import Any
 
 import msgspec
 
-from headwater.server.store.base import StoreConfig, StoredMsg, StoreError, file_msg_size
+from headwater.server.store.base import (
+    StorageFull,
+    StoreConfig,
+    StoredMsg,
+    StoreError,
+    StoreFailed,
+    file_msg_size,
+)
 from headwater.server.store.engine import IndexedStore
 from headwater.server.store.file.blocks import CorruptBlock
-from headwater.server.store.file.blockset import BlockSet, SyncJob
+from headwater.server.store.file.blockset import BlockSet, OutOfSpace, SyncJob
 from headwater.server.store.file.dellog import LOG_NAME, DeleteLog, dead_ranges
 from headwater.server.store.file.fileio import FileIO
 from headwater.server.store.file.index import SNAP_NAME, SnapshotHeader, encode_snapshot
@@ -39,6 +50,7 @@ from headwater.server.store.file.records import (
     HEADER,
     HEADER_SIZE,
     MAGIC,
+    MAX_RECORD,
     OVERHEAD,
     CorruptRecord,
     RecordCodec,
@@ -80,7 +92,7 @@ class FileStore(IndexedStore):
         self._codec = RecordCodec(config.encryption_key)
         self._policy = config.sync
         self._log = DeleteLog(self._io, self._dir)
-        self._commit = GroupCommit(self._prepare_sync)
+        self._commit = GroupCommit(self._prepare_sync, self._commit_failed)
         self._flush_soon = False
         self._recent: dict[int, StoredMsg] = {}
         self._recent_order: collections.deque[int] = collections.deque()
@@ -149,8 +161,13 @@ class FileStore(IndexedStore):
         try:
             record = self._codec.encode(seq, ts, ttl, subject.encode(), hdr, data)
             off = self._blocks.append(record, seq, size)
-        except (ValueError, OSError) as exc:
+        except ValueError as exc:
             raise StoreError(f"cannot write message: {exc}") from exc
+        except OutOfSpace as exc:
+            log.warning("store %s: no disk space for message %d: %s", self.config.name, seq, exc)
+            raise StorageFull() from exc
+        except OSError as exc:
+            raise self._write_failed(exc) from exc
         self._commit.dirty()
         self._remember(StoredMsg(subject, seq, hdr, data, ts))
         return off
@@ -158,13 +175,15 @@ class FileStore(IndexedStore):
     def _write_run(self, msgs: Sequence[StoredMsg], sizes: list[int]) -> list[Any]:
         encode = self._codec.encode
         append = self._blocks.append
-        try:
+        try:  # _reserve_batch made room in one block for the whole batch
             locs = [
-                append(encode(m.seq, m.ts, 0, m.subject.encode(), m.hdr, m.data), m.seq, size)
+                append(
+                    encode(m.seq, m.ts, 0, m.subject.encode(), m.hdr, m.data), m.seq, size, False
+                )
                 for m, size in zip(msgs, sizes, strict=True)
             ]
         except (ValueError, OSError) as exc:
-            raise StoreError(f"cannot write message: {exc}") from exc
+            raise self._write_failed(exc) from exc
         self._commit.dirty()
         # Only what the recent cache would keep anyway (it holds the newest bytes).
         kept, i = 0, len(msgs)
@@ -174,6 +193,21 @@ class FileStore(IndexedStore):
         for m in msgs[i:]:
             self._remember(m)
         return locs
+
+    def _reserve_batch(self, msgs: Sequence[StoredMsg]) -> None:
+        length = self._codec.length
+        lengths = [length(m.subject.encode(), m.hdr, m.data) for m in msgs]
+        if max(lengths, default=0) > MAX_RECORD:
+            raise StoreError("cannot write message: record too large")
+        total = sum(lengths)
+        try:
+            self._blocks.reserve_run(total)
+        except OutOfSpace as exc:
+            name, n = self.config.name, len(msgs)
+            log.warning("store %s: no disk space for %d messages: %s", name, n, exc)
+            raise StorageFull() from exc
+        except OSError as exc:
+            raise self._write_failed(exc) from exc
 
     def _remember(self, msg: StoredMsg) -> None:
         """Keep ``msg`` readable from memory while it is among the newest RECENT_BYTES.
@@ -190,10 +224,14 @@ class FileStore(IndexedStore):
                 self._recent_bytes -= len(old.hdr) + len(old.data) + 64
 
     def _after_write(self) -> None:
+        # ``always`` and ``ack`` alike: the fsync runs in group commit, off the event loop;
+        # the stream holds each ack until ``durable()`` has returned (docs/DIFFERENCES.md).
+        self._flush_later()
+
+    def _flush_later(self) -> None:
+        """Get buffered records and delete-log entries to the OS on the next loop iteration
+        (a killed process then keeps them), and arm the interval timer."""
         mode = self._policy.mode
-        if mode == "always":
-            self._commit.sync_now()
-            return
         if self._flush_soon:
             return
         try:
@@ -207,9 +245,33 @@ class FileStore(IndexedStore):
 
     def _flush_to_os(self) -> None:
         self._flush_soon = False
-        if not self._closed:
+        if self._closed or self.failed is not None:
+            return
+        try:
             self._blocks.flush()
             self._log.flush()
+        except OSError as exc:
+            self._write_failed(exc)
+
+    def _write_failed(self, exc: BaseException) -> StoreFailed:
+        """A write to disk failed (not for want of reserved space): fail-stop."""
+        self._commit_failed(exc)
+        assert self.failed is not None
+        return self.failed
+
+    def _commit_failed(self, exc: BaseException) -> None:
+        """A write or fsync failed: from now on the store only reads (see ``failed``)."""
+        if self.failed is not None:
+            return
+        self.failed = StoreFailed(
+            f"write or fsync to disk failed ({exc}); "
+            "writes are refused until the stream is reopened from disk"
+        )
+        self._commit.failure = self._commit.failure or self.failed
+        self._commit.stop()
+        log.error("store %s: %s", self.config.name, self.failed)
+        if self.on_failure is not None and not self._closed:  # not from the closing thread
+            self.on_failure(self.failed)
 
     def _read(self, seq: int, loc: Any) -> StoredMsg | None:
         cached = self._recent.get(seq)
@@ -327,13 +389,27 @@ class FileStore(IndexedStore):
                 self._recent_bytes -= len(old.hdr) + len(old.data) + 64
         self._log.delete(seq)
         self._commit.dirty()
+        self._flush_later()
         self._blocks.removed(seq, size, loc, erase)
 
     def _floor(self) -> None:
         idx = self._idx
         self._log.floor(idx.first, idx.last, self._last_ts)
         self._commit.dirty()
+        self._flush_later()
         self._blocks.floor()
+
+    def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
+        removed = super().purge(subject, seq, keep)
+        if removed and self.failed is None:
+            self._blocks.release_dead_active()  # a purge must give the disk space back
+        return removed
+
+    def compact(self, seq: int) -> int:
+        removed = super().compact(seq)
+        if removed and self.failed is None:
+            self._blocks.release_dead_active()
+        return removed
 
     def _rewrite_scheduled(self) -> None:
         """Get a block rewrite fsynced and renamed without waiting for a publisher: a
@@ -342,8 +418,9 @@ class FileStore(IndexedStore):
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            if not self._closed:
-                self._commit.sync_now()
+            if not self._closed and self.failed is None:
+                with contextlib.suppress(OSError):  # recorded in ``failed``
+                    self._commit.sync_now()
             return
         loop.call_soon(self._commit.kick)
 
@@ -353,11 +430,17 @@ class FileStore(IndexedStore):
         return self._blocks.prepare(self._log)
 
     async def durable(self) -> None:
-        if self._policy.mode == "ack":
+        if self.failed is not None:
+            raise self.failed
+        if self._policy.mode == "interval":
+            self._flush_to_os()  # what the caller acknowledges survives a kill, at least
+        else:
             try:
                 await self._commit.wait()
             except OSError as exc:
-                raise StoreError(f"cannot sync to disk: {exc}") from exc
+                raise self.failed or StoreError(f"cannot sync to disk: {exc}") from exc
+        if self.failed is not None:
+            raise self.failed
 
     @property
     def fsync_rounds(self) -> int:
@@ -384,11 +467,25 @@ class FileStore(IndexedStore):
             self._commit.finished()
 
     def _shutdown(self) -> None:
-        self._commit.sync_now()
+        if self.failed is None:
+            try:
+                self._commit.sync_now()
+            except OSError:
+                pass  # recorded in ``failed``
+        if self.failed is not None:
+            # Nothing more is written: reopening recovers from what the disk really holds.
+            self._blocks.close(trim=False)
+            self._log.close()
+            return
         idx = self._idx
         dead = dead_ranges(idx.live, idx.base, idx.first - idx.base, len(idx.live))
-        self._log.rewrite(idx.first, idx.last, self._last_ts, list(dead))
-        self._write_snapshot()
+        try:
+            self._log.rewrite(idx.first, idx.last, self._last_ts, list(dead))
+            self._write_snapshot()
+        except OSError as exc:
+            # A full disk, say: the synced log and blocks still say everything; the next
+            # open replays the log (and scans) instead of loading a snapshot.
+            log.warning("store %s: closing without an index snapshot: %s", self.config.name, exc)
         self._blocks.close()
         self._log.close()
 
@@ -429,12 +526,32 @@ class FileStore(IndexedStore):
         if not self._closed:
             self._closed = True
             self._commit.stop()
-            self._blocks.close()
-            self._log.close()
-            self._commit.finished()
+            self._release_files()
+        self._forget()
+        self._remove_files()
+
+    async def adelete(self) -> None:
+        """``delete`` for the loop: waits for a sync round still fsyncing our descriptors
+        before closing them, and removes the files in a worker thread."""
+        if not self._closed:
+            self._closed = True
+            self._commit.stop()
+            await self._commit.drain()
+            self._release_files()
+        self._forget()
+        await asyncio.get_running_loop().run_in_executor(None, self._remove_files)
+
+    def _release_files(self) -> None:
+        self._blocks.close()
+        self._log.close()
+        self._commit.finished()
+
+    def _forget(self) -> None:
         if self._budget is not None:
             self._budget.used -= self._idx.bytes
         self._idx.reset(self._idx.last + 1)
+
+    def _remove_files(self) -> None:
         shutil.rmtree(self._dir, ignore_errors=True)
         parent = os.path.dirname(self._dir)
         if os.path.isdir(parent) and not os.listdir(parent):

@@ -9,11 +9,18 @@ keeps accepting (and buffering) publishes meanwhile.
 
 The store supplies ``prepare()`` (on the loop: flush buffers to the OS and return a ``SyncJob``
 naming what to fsync) — nothing in the job is touched by the loop until ``finish()`` runs.
+
+A failed round is never retried. After a failed fsync Linux may have dropped the dirty pages
+and cleared the error, so a second fsync that succeeds proves nothing; after a failed write we
+no longer know what the file holds. The commit records the ``failure``, tells the store
+(``on_failure``), and from then on every ``wait()`` raises it: the store must be reopened from
+disk.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Protocol
@@ -34,8 +41,15 @@ log = logging.getLogger("headwater.store")
 
 
 class GroupCommit:
-    def __init__(self, prepare: Callable[[], SyncJob]) -> None:
+    def __init__(
+        self,
+        prepare: Callable[[], SyncJob],
+        on_failure: Callable[[BaseException], None] = lambda exc: None,
+    ) -> None:
         self._prepare = prepare
+        self._on_failure = on_failure
+        self.failure: BaseException | None = None
+        """The error that stopped the commit (see the module docstring)."""
         self.written = 0
         """Generation of the latest change."""
         self.synced = 0
@@ -60,6 +74,8 @@ class GroupCommit:
         """Return once every change made before the call is durable."""
         target = self.written
         while self.synced < target:
+            if self.failure is not None:
+                raise self.failure
             if self._stopped:
                 # Closing: the store's final sync covers us; wait for it, not a new round.
                 if self._final_done:
@@ -72,14 +88,25 @@ class GroupCommit:
                 self._inflight = asyncio.ensure_future(self._round())
             await asyncio.shield(self._inflight)
 
+    def _fail(self, exc: BaseException) -> None:
+        if self.failure is None and isinstance(exc, Exception):
+            self.failure = exc
+            self.stop()
+            self._on_failure(exc)
+
     async def _round(self) -> None:
         try:
             gen = self.written
-            job = self._prepare()
+            try:
+                job = self._prepare()
+            except BaseException as exc:
+                self._fail(exc)
+                raise
             try:
                 await asyncio.get_running_loop().run_in_executor(None, job.run)
-            except BaseException:
+            except BaseException as exc:
                 job.abort()
+                self._fail(exc)
                 raise
             job.finish()
             self.fsyncs += 1
@@ -89,14 +116,21 @@ class GroupCommit:
 
     def kick(self) -> None:
         """Start a background round if changes are pending (e.g. a block rewrite waits for one)."""
-        if self._inflight is None and self.synced < self.written and not self._stopped:
+        if (
+            self._inflight is None
+            and self.synced < self.written
+            and not self._stopped
+            and self.failure is None
+        ):
             self._inflight = asyncio.ensure_future(self._round())
             self._inflight.add_done_callback(_log_failure)
 
     async def drain(self) -> None:
-        """Wait for an in-flight round (before closing files under it)."""
+        """Wait for an in-flight round (before closing files under it); its failure, if it
+        fails, is already recorded in ``failure``."""
         if self._inflight is not None:
-            await asyncio.shield(self._inflight)
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._inflight)
 
     def finished(self) -> None:
         """The closing store's final sync is done: release waiters (loop thread)."""
@@ -106,12 +140,19 @@ class GroupCommit:
 
     def sync_now(self) -> None:
         """A blocking round on the calling thread (close, ``always`` mode, no event loop)."""
+        if self.failure is not None:
+            raise self.failure
         gen = self.written
-        job = self._prepare()
+        try:
+            job = self._prepare()
+        except BaseException as exc:
+            self._fail(exc)
+            raise
         try:
             job.run()
-        except BaseException:
+        except BaseException as exc:
             job.abort()
+            self._fail(exc)
             raise
         job.finish()
         self.fsyncs += 1
