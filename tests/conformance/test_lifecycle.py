@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -177,3 +178,133 @@ async def test_pid_file(kind: str, flag: str, tmp_path: Path) -> None:
     with ServerProcess(kind, args=[flag, str(pid_file)]) as srv:
         assert srv.proc is not None
         assert pid_file.read_text().strip() == str(srv.proc.pid)
+
+
+# --- JetStream at shutdown -----------------------------------------------------------------
+
+
+@pytest.fixture(params=BOTH)
+def js_any(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerProcess]:
+    """A JetStream server of each kind that a test may stop and restart itself."""
+    conf = tmp_path / "ldm.conf"
+    conf.write_text(LAME_DUCK_CONF)
+    srv = ServerProcess(request.param, args=["-c", str(conf)], jetstream=True)
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.cleanup()
+
+
+async def _stream_and_pull_consumer(srv: ServerProcess, messages: int) -> None:
+    nc = await _connect(srv.url)
+    try:
+        js = nc.jetstream()
+        await js.add_stream(name="SD", subjects=["sd.>"])
+        for i in range(messages):
+            await js.publish("sd.x", b"%d" % (i + 1))
+        await js.add_consumer("SD", durable_name="W")
+    finally:
+        await nc.close()
+
+
+async def _read_to_eof(client: WireClient, timeout: float) -> bytes:
+    """Everything the server sends until it closes the connection (bounded by ``timeout``)."""
+    chunks: list[bytes] = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    for _ in range(100_000):
+        left = deadline - loop.time()
+        if left <= 0:
+            break
+        try:
+            data = await asyncio.wait_for(client.reader.read(65536), left)
+        except (TimeoutError, ConnectionError, OSError):
+            break
+        if not data:
+            break
+        chunks.append(data)
+    await client.close()
+    return b"".join(chunks)
+
+
+async def _waiting_pull(srv: ServerProcess) -> WireClient:
+    """A raw client with a pull request for 5 messages (1,000 bytes) of which 1 is served."""
+    client = await WireClient.connect(srv.port, {"protocol": 1})
+    # A first PONG makes it a client nats-server tells about lame duck (INFO ldm).
+    await client.send("PING\r\n")
+    await client.expect("PONG")
+    body = '{"batch":5,"expires":20000000000,"max_bytes":1000}'
+    await client.send("SUB _INBOX.pull 1\r\n")
+    await client.send(f"PUB $JS.API.CONSUMER.MSG.NEXT.SD.W _INBOX.pull {len(body)}\r\n{body}\r\n")
+    for _ in range(10):  # nats-server 2.15 sends a second INFO after the first PONG
+        line = await client.line()
+        if line.startswith("MSG "):
+            break
+    assert line.startswith("MSG sd.x 1 $JS.ACK.SD.W.1.1.1."), line
+    assert await client.read_exactly(3) == b"1\r\n"
+    return client
+
+
+async def test_sigterm_answers_waiting_pull_requests(js_any: ServerProcess) -> None:
+    """``409 Server Shutdown`` with what the request still wanted, before the close."""
+    await _stream_and_pull_consumer(js_any, 1)
+    client = await _waiting_pull(js_any)
+    js_any.signal(signal.SIGTERM)
+    rest = await _read_to_eof(client, 5.0)
+    # 1,000 bytes asked, 45 served: subject (4), payload (1) and the 40-byte ack subject.
+    status = (
+        b"NATS/1.0 409 Server Shutdown\r\nNats-Pending-Messages: 4\r\n"
+        b"Nats-Pending-Bytes: 955\r\n\r\n"
+    )
+    assert b"HMSG _INBOX.pull 1 %d %d\r\n" % (len(status), len(status)) + status in rest, rest
+    assert await _exit_code(js_any, 5.0) == 0
+
+
+async def test_lame_duck_closes_waiting_pull_requests_without_status(
+    js_any: ServerProcess,
+) -> None:
+    """In lame duck mode nats-server 2.15 tells waiting pulls nothing: the INFO, the close."""
+    await _stream_and_pull_consumer(js_any, 1)
+    client = await _waiting_pull(js_any)
+    js_any.signal(signal.SIGUSR2)
+    rest = await _read_to_eof(client, 5.0)
+    assert b'"ldm":true' in rest
+    assert b"409" not in rest and b"HMSG" not in rest, rest
+    assert await _exit_code(js_any, 5.0) == 0
+
+
+async def test_sigterm_acks_every_stored_publish(tmp_path: Path) -> None:
+    """Publishes in flight at SIGTERM: every message that was stored had its ack sent (the
+    acks of the last group commit used to go to connections already closed, so publishers
+    retried them: duplicates without Msg-Id). Headwater only: nats-server 2.15 stores
+    publishes it no longer acknowledges while it shuts down (seen: 2,584 acks, 4,000 stored).
+    """
+    with ServerProcess("headwater", jetstream=True) as srv:
+        await _acks_every_stored_publish(srv)
+
+
+async def _acks_every_stored_publish(js_any: ServerProcess) -> None:
+    nc = await _connect(js_any.url)
+    try:
+        await nc.jetstream().add_stream(name="SA", subjects=["sa.>"])
+    finally:
+        await nc.close()
+    client = await WireClient.connect(js_any.port, {"protocol": 1})
+    await client.send("SUB _INBOX.acks 1\r\nPING\r\n")
+    await client.expect("PONG")
+    burst = b"".join(b"PUB sa.x _INBOX.acks 2\r\nhi\r\n" for _ in range(4000))
+    client.writer.write(burst)
+    await asyncio.sleep(0.01)  # some stored and acked, many in the middle
+    js_any.signal(signal.SIGTERM)
+    rest = await _read_to_eof(client, 10.0)
+    assert await _exit_code(js_any, 10.0) == 0
+    acked = {int(seq) for seq in re.findall(rb'"seq":(\d+)', rest)}
+    await asyncio.to_thread(js_any.restart)
+    nc = await _connect(js_any.url)
+    try:
+        stored = (await nc.jetstream().stream_info("SA")).state.messages
+    finally:
+        await nc.close()
+    assert stored > 0
+    assert acked == set(range(1, stored + 1)), (len(acked), stored)

@@ -132,10 +132,10 @@ async def test_ack_wait_expiry_redelivers_and_max_deliver_stops() -> None:
     c.on_max_deliveries = lambda _c, seq, dc: exhausted.append((seq, dc))
     deliver(c, 1)
     await asyncio.sleep(0.12)
-    assert c.rdq == [1]
+    assert list(c.rdq) == [1]
     assert deliver(c, 1) == [1]
     await asyncio.sleep(0.12)
-    assert c.rdq == [1] and exhausted == []
+    assert list(c.rdq) == [1] and exhausted == []
     # Exhaustion is noticed when the message would go out a third time.
     assert c._next() is None
     assert exhausted == [(1, 2)]

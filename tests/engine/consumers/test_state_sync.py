@@ -4,6 +4,7 @@ fsync deferred to one per interval (and at close) under ``interval``."""
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import orjson
@@ -18,13 +19,13 @@ from headwater.server.store import SyncPolicy
 def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Count every ``os.fsync`` made by the state writer and the atomic helper."""
     calls: list[int] = []
-    real = state.os.fsync
+    real = os.fsync
 
     def counting(fd: int) -> None:
         calls.append(fd)
         real(fd)
 
-    monkeypatch.setattr(state.os, "fsync", counting)
+    monkeypatch.setattr(os, "fsync", counting)
     return calls
 
 
@@ -39,7 +40,10 @@ async def _ack_and_settle(cs: state.ConsumerState, seq: int) -> None:
 
 
 def _saved_floor(directory: Path) -> int:
-    return int(orjson.loads((directory / state.STATE_FILE).read_bytes())["asflr"])
+    """The ack floor of the newest state written (o.json, or o.next.json when unsynced)."""
+    data, _, skipped = state.read_state(directory)
+    assert data is not None and skipped == []
+    return int(orjson.loads(data)["asflr"])
 
 
 @pytest.mark.parametrize("mode", ["ack", "always"])

@@ -71,9 +71,7 @@ def nak(c: Consumer, sseq: int, dc: int, delay: int) -> None:
         pend.deadline = time.monotonic() + delay / 1e9
         c._arm_timer(pend.deadline)
         return
-    if sseq not in c.rdq:
-        c.rdq.append(sseq)
-        c.rdq.sort()
+    c.rdq.add(sseq)
     c.kick()
 
 
@@ -108,7 +106,7 @@ def purged(c: Consumer) -> None:
         c.adflr = c.dseq
     for seq in [s for s in c.pending if s < first or store.load_msg(s) is None]:
         c._forget(seq)
-    c.rdq = [s for s in c.rdq if s in c.pending]
+    c.rdq.retain(c.pending.__contains__)
     c.lps = [s for s in c.lps if s >= first]
     c._npc = None
     c._settle_floor()

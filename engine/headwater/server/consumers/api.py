@@ -6,6 +6,7 @@ next-message subject (see :mod:`.manager`), since its answers are messages, not 
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from headwater.server.jetstream.api import Request
 from headwater.server.jetstream.consumerconfig import ConsumerRequest, parse_consumer_request
 from headwater.server.jetstream.consumerconfig_validate import (
     apply_consumer_defaults,
+    refuse_unsupported,
     validate_consumer,
 )
 from headwater.server.jetstream.layout import parse_time
@@ -33,6 +35,26 @@ __all__ = ["ConsumerApi", "consumer_info"]
 
 NAMES_LIMIT = 1024
 LIST_LIMIT = 256
+
+log = logging.getLogger("headwater.jetstream")
+
+_STORE_FAILED = "error creating store for consumer"
+#: Longest file name, in bytes, on the file systems nats-server's consumer directories live on.
+_MAX_FILE_NAME = 255
+
+
+def _file_backed(stream: Stream, cfg: Any) -> bool:
+    """Whether nats-server would give this consumer a directory of its own.
+
+    It stores every named consumer of a file stream, ephemerals too, unless ``mem_storage``.
+    """
+    return stream.config.storage == "file" and not cfg.mem_storage
+
+
+def _storable_name(name: str) -> bool:
+    """A name that can be a directory: nats-server answers 10012 for any other (no NUL byte,
+    at most 255 UTF-8 bytes). Other control characters, DEL and non-ASCII are fine there."""
+    return "\x00" not in name and len(name.encode("utf-8", "surrogatepass")) <= _MAX_FILE_NAME
 
 
 def _seq_info(cseq: int, sseq: int, active: int) -> dict[str, Any]:
@@ -119,9 +141,13 @@ class ConsumerApi:
             action=creq.action,
             others=others,
         )
+        refuse_unsupported(cfg)
         if existing is not None:
             if cfg is not existing.config:
-                await self.manager.update(existing, cfg)
+                try:
+                    await self.manager.update(existing, cfg)
+                except (OSError, ValueError) as exc:
+                    raise errors.CONSUMER_CREATE.exc(err=str(exc)) from None
             return self._info(existing)
         limit = stream.config.max_consumers
         if limit > 0 and len(stream.public_consumers()) >= limit:
@@ -129,7 +155,13 @@ class ConsumerApi:
         if not name:
             # An ephemeral's generated name is not written into its config (as nats-server).
             name = self.manager.new_name(stream)
-        consumer = await self.manager.create(stream, name, cfg)
+        elif _file_backed(stream, cfg) and not _storable_name(name):
+            raise errors.CONSUMER_CREATE.exc(err=_STORE_FAILED)
+        try:
+            consumer = await self.manager.create(stream, name, cfg)
+        except (OSError, ValueError):
+            log.exception("JetStream failed to create consumer %r on %r", name, stream.name)
+            raise errors.CONSUMER_CREATE.exc(err=_STORE_FAILED) from None
         return self._info(consumer)
 
     # --- reports -------------------------------------------------------------------------

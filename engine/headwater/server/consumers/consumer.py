@@ -8,7 +8,8 @@ State follows nats-server's model so CONSUMER.INFO numbers match it:
   its ack deadline), in stream order (dict insertion order: first deliveries go out in
   ascending stream order, redeliveries keep their slot);
 * ``rdc`` — delivery counts of messages delivered more than once;
-* ``rdq`` — stream sequences due for redelivery, served before new messages;
+* ``rdq`` — stream sequences due for redelivery, served before new messages and regardless
+  of ``max_ack_pending`` (they are pending already: the limit holds back new deliveries only);
 * the ack floor ``(adflr, asflr)``: everything at or below it is acknowledged.
 
 Delivery runs in :meth:`_pump`, scheduled with ``call_soon`` whenever something may have
@@ -36,6 +37,7 @@ from . import acks, ackstate, pull, timers
 from .acks import AckKind
 from .config import add_header, cfg_get, pause_ns, time_ns
 from .pull import WaitQueue, pending_status
+from .redelivery import RedeliveryQueue
 
 if TYPE_CHECKING:
     from headwater.server.jetstream.stream import Stream
@@ -78,7 +80,7 @@ class Consumer:
         self.asflr = 0
         self.pending: dict[int, Pending] = {}
         self.rdc: dict[int, int] = {}
-        self.rdq: list[int] = []
+        self.rdq = RedeliveryQueue()
         self.lps: list[int] = []
         """Sequences still to deliver under ``last_per_subject`` before going on from sseq."""
         self.lps_end = 0
@@ -199,8 +201,22 @@ class Consumer:
         # Everything below the starting point counts as acknowledged (nats-server's floor).
         self.asflr = self.sseq - 1
 
+    def position_after_loss(self) -> None:
+        """No delivery state survived on disk: start over from the config, so whatever may
+        not have been acknowledged is delivered again (at least once, never lost). With
+        ``deliver_policy: new`` that is everything stored since the consumer was created,
+        not only what comes after the restart."""
+        self._position()
+        if cfg_get(self.config, "deliver_policy", "all") == "new" and self.created_ns:
+            store = self.stream.store
+            if store.state().msgs:
+                self.sseq = max(store.seq_from_time(self.created_ns), 1)
+                self.asflr = self.sseq - 1
+
     def stop(self, *, deleted: bool) -> None:
-        """Stop delivering; pending pull requests learn the consumer is gone when deleted."""
+        """Stop delivering. Waiting pull requests are told why: the consumer was deleted, or
+        (not deleted: the server is shutting down) ``409 Server Shutdown`` with what each
+        request still wanted, as nats-server tells them before it stops."""
         self.closed = True
         self.stream.hungry.discard(self)
         if self._sub is not None:
@@ -211,8 +227,8 @@ class Consumer:
             self._timer = None
         while self.waiting:
             req = self.waiting.pop()
-            if deleted:
-                self._status(req.reply, pending_status(409, "Consumer Deleted", req))
+            reason = "Consumer Deleted" if deleted else "Server Shutdown"
+            self._status(req.reply, pending_status(409, reason, req))
         if self.push is not None:
             self.push.stop()
 
@@ -262,6 +278,13 @@ class Consumer:
         return self.paused_until > 0 and time.time_ns() < self.paused_until
 
     def _can_send(self) -> bool:
+        """Whether a delivery pass may go on: a redelivery is due, or a new message fits."""
+        return bool(self.rdq) or self._room_for_new()
+
+    def _room_for_new(self) -> bool:
+        """``max_ack_pending`` holds back new deliveries only, as in nats-server: due
+        redeliveries still go out at the limit, or a consumer whose pending messages are
+        never acked would stall for good instead of running them out of deliveries."""
         limit = self.max_ack_pending
         if self.ack_policy == "none" or limit <= 0:
             return True
@@ -303,7 +326,7 @@ class Consumer:
         store = self.stream.store
         max_deliver = self.max_deliver
         while self.rdq:
-            seq = self.rdq.pop(0)
+            seq = self.rdq.pop()
             if seq not in self.pending:
                 continue
             dc = self.rdc.get(seq, 1) + 1
@@ -320,6 +343,8 @@ class Consumer:
                 continue
             return msg, dc
         self._from_lps = False
+        if not self._room_for_new():
+            return None
         while self.lps:
             seq = self.lps.pop(0)
             msg = store.load_msg(seq)
@@ -368,7 +393,7 @@ class Consumer:
     def _unget(self, seq: int, dc: int) -> None:
         """Put back the message :meth:`_next` just returned, unsent (it did not fit)."""
         if dc > 1:
-            self.rdq.insert(0, seq)
+            self.rdq.add(seq)
         elif self._from_lps:
             self.lps.insert(0, seq)
             self.sseq = seq
@@ -456,6 +481,14 @@ class Consumer:
         self.last_active = time.time_ns()
         kind = ack.kind
         if kind in (AckKind.ACK, AckKind.TERM, AckKind.NXT):
+            if sseq >= self.sseq and not self._ackable_ahead():
+                # Never delivered (a forged or stale subject): ignored and left unanswered,
+                # as nats-server does, so an ack_sync is not confirmed and the message is
+                # delivered as usual. ``+NXT`` still serves its pull request.
+                self._ignored_ack(sseq)
+                if kind == AckKind.NXT and reply:
+                    self.request_next(reply, ack.next_body)
+                return
             self.last_ack = self.last_active
         if kind == AckKind.ACK:
             self.process_ack(sseq, cseq)
@@ -477,6 +510,22 @@ class Consumer:
                 self.on_ack_reply(reply)
             else:
                 self.client.publish(reply, b"")
+
+    def _ackable_ahead(self) -> bool:
+        """nats-server skips the pointer check for flow-controlled consumers (their state may
+        run ahead of what it replicated); we keep its behaviour for them."""
+        return bool(cfg_get(self.config, "flow_control", False))
+
+    def _ignored_ack(self, sseq: int) -> None:
+        last = self.stream.store.state().last_seq
+        if sseq > last:
+            log.warning(
+                "JetStream consumer '%s > %s' ACK sequence %d past last stream sequence of %d",
+                self.stream.name,
+                self.name,
+                sseq,
+                last,
+            )
 
     def process_ack(self, sseq: int, cseq: int) -> None:
         ackstate.ack(self, sseq, cseq)
@@ -500,6 +549,7 @@ class Consumer:
     def _forget(self, seq: int) -> None:
         self.pending.pop(seq, None)
         self.rdc.pop(seq, None)
+        self.rdq.discard(seq)
 
     on_terminated: Callable[[Consumer, int, int, int, str], None] | None = None
     on_max_deliveries: Callable[[Consumer, int, int], None] | None = None

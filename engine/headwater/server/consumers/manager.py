@@ -90,13 +90,42 @@ class ConsumerManager:
                 consumer = Consumer(stream, item.name, cfg, item.created_ns)
                 if item.state is not None:
                     cstate.restore(consumer, item.state)
-                    fresh = False
                 else:
-                    fresh = True
+                    # Never dropped for a lost state: it starts over from its config.
+                    consumer.position_after_loss()
             except Exception as exc:
                 log.error("Error recreating consumer %s > %s: %s", stream.name, item.name, exc)
                 continue
-            self._attach(consumer, fresh=fresh, directory=item.directory)
+            self._attach(consumer, fresh=False, directory=item.directory, gen=item.gen)
+            wiring = self._wiring.get(id(consumer))
+            if item.state is None and wiring is not None and wiring.state is not None:
+                wiring.state.changed(consumer)  # the new starting point, saved
+            if item.skipped:
+                self._state_recovered(consumer, item)
+
+    def _state_recovered(self, consumer: Consumer, item: cstate.StoredConsumer) -> None:
+        """Some of the consumer's files were unreadable (a power cut during an unsynced
+        write, a damaged disk): say so, and what it was recovered from."""
+        fallback = "saved" if item.state is not None else "config"
+        log.warning(
+            "consumer '%s > %s': unreadable state files (%s); recovered from the %s state: "
+            "delivered stream seq %d, ack floor stream seq %d",
+            consumer.stream.name,
+            consumer.name,
+            "; ".join(item.skipped),
+            "last readable" if item.state is not None else "config's starting",
+            consumer.delivered_stream_seq(),
+            consumer.asflr,
+        )
+        body = self._base("consumer_state_recovered", consumer.stream, consumer.name)
+        body |= {
+            "recovered_from": fallback,
+            "unreadable": item.skipped,
+            "delivered_stream_seq": consumer.delivered_stream_seq(),
+            "ack_floor_stream_seq": consumer.asflr,
+        }
+        subject = f"{ADVISORY}.STATE_RECOVERED.{consumer.stream.name}.{consumer.name}"
+        self._publish_advisory(subject, body)
 
     async def restore(
         self, stream: Stream, name: str, cfg: Any, created_ns: int, state: bytes
@@ -115,13 +144,13 @@ class ConsumerManager:
             wiring.state.changed(consumer)  # the restored state, saved as any later change
         return consumer
 
-    def _attach(self, consumer: Consumer, *, fresh: bool, directory: Any) -> None:
+    def _attach(self, consumer: Consumer, *, fresh: bool, directory: Any, gen: int = 0) -> None:
         stream = consumer.stream
         wiring = _Wiring()
         self._wiring[id(consumer)] = wiring
         stream.consumers[consumer.name] = consumer
         if directory is not None:
-            wiring.state = cstate.ConsumerState(consumer, directory, self.service.sync)
+            wiring.state = cstate.ConsumerState(consumer, directory, self.service.sync, gen)
         consumer.on_max_deliveries = self._max_deliveries
         consumer.on_terminated = self._terminated
         consumer.on_naked = self._naked
@@ -155,11 +184,8 @@ class ConsumerManager:
         stream.interest_filters = filters
 
     async def update(self, consumer: Consumer, cfg: Any) -> None:
-        consumer.config = cfg
-        consumer.on_acked = self._ack_metric if sample_rate(cfg) > 0 else None
-        consumer.filters = consumer._filters()
-        consumer.waiting.limit = consumer.max_waiting
-        self._refresh_interest(consumer.stream)
+        # Write the new config first and swap it in only once it is on disk: a failed write
+        # (raised to the API, which replies with an error) leaves the consumer as it was.
         wiring = self._wiring.get(id(consumer))
         if wiring is not None and wiring.state is not None:
             await asyncio.to_thread(
@@ -168,6 +194,11 @@ class ConsumerManager:
                 ccfg.stored_json(cfg),
                 consumer.created_ns,
             )
+        consumer.config = cfg
+        consumer.on_acked = self._ack_metric if sample_rate(cfg) > 0 else None
+        consumer.filters = consumer._filters()
+        consumer.waiting.limit = consumer.max_waiting
+        self._refresh_interest(consumer.stream)
         consumer.kick()
 
     # --- removal -------------------------------------------------------------------------

@@ -89,6 +89,7 @@ def parse_pull_request(
     """A request body is empty (batch 1), a plain number (the batch), or JSON."""
     text = bytes(body).strip()
     batch, expires, no_wait, req_bytes, heartbeat = 1, 0, False, 0, 0
+    priority_problem = ""
     if text:
         if text[:1] == b"{":
             try:
@@ -102,6 +103,7 @@ def parse_pull_request(
             no_wait = bool(fields.get("no_wait", False))
             req_bytes = _int(fields.get("max_bytes"), 0)
             heartbeat = _int(fields.get("idle_heartbeat"), 0)
+            priority_problem = _priority_problem(fields)
         else:
             batch = _int(text.decode(errors="replace"), 1)
     batch = max(batch, 1)
@@ -113,6 +115,8 @@ def parse_pull_request(
         raise BadPullRequest(409, f"Exceeded MaxRequestMaxBytes of {max_bytes}")
     if heartbeat > 0 and expires > 0 and heartbeat * 2 > expires:
         raise BadPullRequest(400, "Bad Request - heartbeat value too large")
+    if priority_problem:
+        raise BadPullRequest(400, priority_problem)
     now = time.monotonic()
     return PullRequest(
         reply=reply,
@@ -122,6 +126,19 @@ def parse_pull_request(
         no_wait=no_wait,
         heartbeat=heartbeat / 1e9,
     )
+
+
+def _priority_problem(fields: dict[str, object]) -> str:
+    """nats-server's 400 for priority-group fields sent to a consumer without that policy.
+
+    Headwater refuses priority groups at creation, so every consumer is such a consumer;
+    ``group`` and ``priority`` are ignored there by nats-server too.
+    """
+    if _int(fields.get("min_pending"), 0) > 0 or _int(fields.get("min_ack_pending"), 0) > 0:
+        return "Bad Request - Not a Overflow Priority consumer"
+    if isinstance(fields.get("id"), str) and fields["id"]:
+        return "Bad Request - Not a Pinned Client Priority consumer"
+    return ""
 
 
 def _int(value: object, default: int) -> int:

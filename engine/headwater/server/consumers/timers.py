@@ -27,10 +27,9 @@ def on_timer(c: Consumer) -> None:
         if seq in c.rdq:
             continue
         if pend.deadline <= now:
-            c.rdq.append(seq)
+            c.rdq.add(seq)
         elif not next_at or pend.deadline < next_at:
             next_at = pend.deadline
-    c.rdq.sort()
     for req in list(c.waiting.requests):
         if req.expires_at and req.expires_at <= now:
             c.waiting.remove(req)

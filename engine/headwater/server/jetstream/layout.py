@@ -7,7 +7,9 @@ The layout is nats-server's, so an operator finds the same tree::
 
 ``meta.inf`` holds the config's JSON with a leading ``Created`` key (nats-server's
 ``FileStreamInfo`` shape). It is replaced atomically (temp file, fsync, rename, fsync the
-directory), so a crash leaves the old or the new config, never a torn one. Memory streams are
+directory), so a crash leaves the old or the new config, never a torn one, and a copy is kept
+as ``.meta.inf.bak``: a ``meta.inf`` found empty or torn anyway (a damaged disk) is read from
+the copy, with a warning, rather than the stream being dropped. Memory streams are
 not written: like nats-server, a restart forgets them.
 """
 
@@ -24,7 +26,13 @@ from pathlib import Path
 import msgspec
 import orjson
 
-from headwater.server.store.atomic import fsync_dir, write_atomic
+from headwater.server.store.atomic import (
+    UnreadableFile,
+    backup_path,
+    fsync_dir,
+    read_with_fallback,
+    write_atomic,
+)
 
 from .streamconfig import StreamConfig, config_from_json, config_to_json
 from .wire import dumps, rfc3339
@@ -75,7 +83,7 @@ def write_meta(directory: Path, cfg: StreamConfig, created_ns: int) -> None:
         # The new directory entry itself must survive a crash, not only the file inside it.
         fsync_dir(directory.parent)
     body = {"Created": rfc3339(created_ns)} | config_to_json(cfg, dynamic_metadata=False)
-    write_atomic(directory / META_FILE, dumps(body))
+    write_atomic(directory / META_FILE, dumps(body), backup="copy")
 
 
 def remove_stream_dir(directory: Path) -> None:
@@ -120,14 +128,32 @@ def load_streams(root: Path) -> list[StoredStream]:
     found: list[StoredStream] = []
     for entry in sorted(base.iterdir()):
         meta = entry / META_FILE
-        if not meta.is_file():
+        if not meta.is_file() and not backup_path(meta).is_file():
             continue
         try:
-            data = orjson.loads(meta.read_bytes())
-            created = parse_time(str(data.pop("Created", "")))
-            cfg = config_from_json(data)
-        except (OSError, ValueError, TypeError, msgspec.MsgspecError) as exc:
+            recovered = read_with_fallback(meta, _parse_meta)
+        except UnreadableFile as exc:
             log.error("Error recovering stream %r: %s", entry.name, exc)
             continue
+        if recovered.skipped:
+            log.warning(
+                "stream %r: unreadable %s; recovered its config from %s",
+                entry.name,
+                "; ".join(recovered.skipped),
+                recovered.path.name,
+            )
+        cfg, created = recovered.value
         found.append(StoredStream(cfg, created, entry))
     return found
+
+
+def _parse_meta(data: bytes) -> tuple[StreamConfig, int]:
+    """A ``meta.inf``'s config and creation time; ValueError when it cannot be used."""
+    try:
+        body = orjson.loads(data)
+        if not isinstance(body, dict):
+            raise ValueError("stream config is not an object")
+        created = parse_time(str(body.pop("Created", "")))
+        return config_from_json(body), created
+    except (TypeError, KeyError, msgspec.MsgspecError) as exc:
+        raise ValueError(str(exc)) from exc

@@ -15,7 +15,8 @@ the 2.10 behaviour (see docs/DIFFERENCES.md, "Stream templates"):
 Which streams a template owns is read from the stream registry (``template_owner``), not kept
 in a separate list, so it survives restarts and a stream deleted directly simply stops
 counting. A file-storage template is persisted under
-``<store_dir>/jetstream/$G/templates/<name>/meta.inf`` (written atomically); a memory-storage
+``<store_dir>/jetstream/$G/templates/<name>/meta.inf`` (written atomically, with a backup
+copy read back if it is ever found unreadable); a memory-storage
 one, like a memory stream, is forgotten at restart.
 
 Creating a stream awaits a disk write, but subscription callbacks are synchronous: messages
@@ -36,7 +37,13 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import orjson
 
-from headwater.server.store.atomic import fsync_dir, write_atomic
+from headwater.server.store.atomic import (
+    UnreadableFile,
+    backup_path,
+    fsync_dir,
+    read_with_fallback,
+    write_atomic,
+)
 from headwater.server.subscription import Subscription
 
 from . import errors, publish
@@ -115,13 +122,14 @@ def template_dir(root: Path, name: str) -> Path:
 
 
 def write_template(root: Path, tc: TemplateConfig) -> None:
-    """Write the template's ``meta.inf`` atomically (a crash leaves all of it or nothing)."""
+    """Write the template's ``meta.inf`` atomically (a crash leaves all of it or nothing),
+    with a copy in ``.meta.inf.bak`` read back if the file is ever found unreadable."""
     directory = template_dir(root, tc.name)
     fresh = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
     if fresh:
         fsync_dir(directory.parent)
-    write_atomic(directory / META_FILE, dumps(template_to_json(tc)))
+    write_atomic(directory / META_FILE, dumps(template_to_json(tc)), backup="copy")
 
 
 def remove_template_dir(root: Path, name: str) -> None:
@@ -142,20 +150,35 @@ def load_templates(root: Path) -> list[TemplateConfig]:
     found: list[TemplateConfig] = []
     for entry in sorted(base.iterdir()):
         meta = entry / META_FILE
-        if not meta.is_file():
+        if not meta.is_file() and not backup_path(meta).is_file():
             continue
         try:
-            data = orjson.loads(meta.read_bytes())
-            found.append(
-                TemplateConfig(
-                    name=str(data["name"]),
-                    config=config_from_json(data["config"]),
-                    max_streams=int(data["max_streams"]),
-                )
-            )
-        except (OSError, ValueError, TypeError, KeyError, msgspec.MsgspecError) as exc:
+            recovered = read_with_fallback(meta, _parse_template)
+        except UnreadableFile as exc:
             log.error("Error recovering stream template %r: %s", entry.name, exc)
+            continue
+        if recovered.skipped:
+            log.warning(
+                "stream template %r: unreadable %s; recovered from %s",
+                entry.name,
+                "; ".join(recovered.skipped),
+                recovered.path.name,
+            )
+        found.append(recovered.value)
     return found
+
+
+def _parse_template(data: bytes) -> TemplateConfig:
+    """A template ``meta.inf``; ValueError when it cannot be used."""
+    try:
+        body = orjson.loads(data)
+        return TemplateConfig(
+            name=str(body["name"]),
+            config=config_from_json(body["config"]),
+            max_streams=int(body["max_streams"]),
+        )
+    except (TypeError, KeyError, msgspec.MsgspecError) as exc:
+        raise ValueError(str(exc)) from exc
 
 
 # --- runtime ------------------------------------------------------------------------------
