@@ -1,4 +1,12 @@
-"""Client authentication against the configured token, user/password, users list or nkeys."""
+"""Client authentication against the configured token, user/password, users list or nkeys.
+
+A configured password or token may be a bcrypt hash (``$2a$``, ``$2b$``, ``$2x$`` or ``$2y$``,
+then a two-digit cost), as in nats-server: the client sends the real secret, and the hash text
+itself is no credential. A bcrypt check costs tens of milliseconds of CPU or more, so
+:func:`authenticate` does not run it: it returns a :class:`SecretCheck` that the connection
+runs with :func:`run_check` on :data:`EXECUTOR`, off the event loop (bcrypt releases the GIL).
+Plain secrets are compared at once, in constant time.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +14,13 @@ import base64
 import binascii
 import contextlib
 import hmac
+import os
 import re
 import secrets
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple
 
+import bcrypt
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
@@ -20,6 +31,46 @@ NONCE_RAW_LEN = 11
 """Random bytes in an INFO nonce; nats-server's length (15 characters once encoded)."""
 
 _RAW_URL_B64 = re.compile(r"[A-Za-z0-9_-]*")
+
+_BCRYPT = re.compile(r"\$2[abxy]\$[0-9]{2}\$")
+"""nats-server's test for a bcrypt hash: the version, then a two-digit cost."""
+
+BCRYPT_MAX_BYTES = 72
+"""bcrypt reads at most this many bytes of a password; Go's check ignores the rest."""
+
+EXECUTOR = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="bcrypt")
+"""Runs bcrypt checks. Their own pool, so that a burst of logins never queues in front of the
+store's fsyncs in the loop's default executor; as wide as the machine, like nats-server, which
+checks each connection on its own goroutine."""
+
+
+class SecretCheck(NamedTuple):
+    """A bcrypt comparison still to run; ``user`` is the identity it grants if it matches."""
+
+    user: str
+    hashed: str
+    given: str
+
+
+def is_bcrypt(secret: str) -> bool:
+    return _BCRYPT.match(secret) is not None
+
+
+def run_check(check: SecretCheck) -> str | None:
+    """Run a bcrypt comparison (blocking: call it on :data:`EXECUTOR`)."""
+    given = check.given.encode()[:BCRYPT_MAX_BYTES]
+    try:
+        ok = bcrypt.checkpw(given, check.hashed.encode())
+    except ValueError:  # a malformed hash (bad salt or cost) matches nothing, as in Go
+        return None
+    return check.user if ok else None
+
+
+def _compare(user: str, configured: str, given: str) -> str | SecretCheck | None:
+    """Grant ``user`` if ``given`` is the ``configured`` secret (or a bcrypt check to run)."""
+    if is_bcrypt(configured):
+        return SecretCheck(user, configured, given)
+    return user if _same(given, configured) else None
 
 
 def _same(a: str, b: str) -> bool:
@@ -59,8 +110,11 @@ def verify_nkey(public: str, sig: Any, nonce: str) -> bool:
     return True
 
 
-def authenticate(settings: AuthSettings, options: dict[str, Any], nonce: str = "") -> str | None:
-    """Return the authenticated user name ("" when anonymous), or None when refused.
+def authenticate(
+    settings: AuthSettings, options: dict[str, Any], nonce: str = ""
+) -> str | SecretCheck | None:
+    """Return the authenticated user name ("" when anonymous), None when refused, or the
+    bcrypt check that decides (its result, from :func:`run_check`, is one of the other two).
 
     An nkey user's name is its public key. ``nonce`` is the one this connection's INFO
     carried; the CONNECT's ``sig`` must sign it.
@@ -69,7 +123,7 @@ def authenticate(settings: AuthSettings, options: dict[str, Any], nonce: str = "
         return str(options.get("user") or "")
     if settings.token:
         token = options.get("auth_token")
-        return "" if isinstance(token, str) and _same(token, settings.token) else None
+        return _compare("", settings.token, token) if isinstance(token, str) else None
     nkey = options.get("nkey")
     if settings.nkeys and nkey:
         # As in nats-server, a CONNECT naming an nkey is judged by it alone. Public keys are
@@ -82,8 +136,8 @@ def authenticate(settings: AuthSettings, options: dict[str, Any], nonce: str = "
     if not isinstance(user, str) or not isinstance(password, str):
         return None
     if settings.user is not None and _same(user, settings.user):
-        return user if _same(password, settings.password or "") else None
+        return _compare(user, settings.password or "", password)
     for entry in settings.users:
         if _same(user, entry.user):
-            return user if _same(password, entry.password) else None
+            return _compare(user, entry.password, password)
     return None

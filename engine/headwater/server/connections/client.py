@@ -17,6 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from headwater.server.connections import auth
+from headwater.server.connections.listen import peer_ip
 from headwater.server.protocol import encoder, headers
 from headwater.server.protocol.parser import (
     CONNECT,
@@ -98,6 +99,10 @@ class ClientConnection(asyncio.Protocol):
         # handshake: outbound bytes stay queued and inbound ones are held until it is done.
         self._tls_upgrading = False
         self._early_data: list[bytes] = []
+        # While a CONNECT's bcrypt check runs, the operations parsed after it are held here and
+        # later bytes in _early_data; both run, in order, once the check is done.
+        self._auth_check: asyncio.Future[str | None] | None = None
+        self._held_ops: list[tuple[Any, ...]] = []
 
     # --- transport callbacks -------------------------------------------------------------
 
@@ -106,7 +111,7 @@ class ClientConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         self.loop = asyncio.get_running_loop()
         peer = transport.get_extra_info("peername") or ("", 0)
-        self.ip, self.port = peer[0], peer[1]
+        self.ip, self.port = peer_ip(peer[0]), peer[1]
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         settings = self.server.settings
         info_fields = self.server.client_info(self)
@@ -187,7 +192,7 @@ class ClientConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        if self._tls_upgrading:
+        if self._tls_upgrading or self._auth_check is not None:
             self._early_data.append(data)
             return
         try:
@@ -200,6 +205,9 @@ class ClientConnection(asyncio.Protocol):
             self.close(exc.text or "Protocol Violation")
             return
         self.last_activity = time.time()
+        self._run_ops(ops)
+
+    def _run_ops(self, ops: list[tuple[Any, ...]]) -> None:
         batching = self.connected and not (self.verbose or self.pedantic)
         count = len(ops)
         i = 0
@@ -207,6 +215,10 @@ class ClientConnection(asyncio.Protocol):
             op = ops[i]
             if op[0] != PUB:
                 if not self._control_op(op):
+                    return
+                if self._auth_check is not None:
+                    # A bcrypt check runs off the loop: what follows the CONNECT waits for it.
+                    self._held_ops = ops[i + 1 :]
                     return
                 batching = self.connected and not (self.verbose or self.pedantic)
                 i += 1
@@ -298,6 +310,39 @@ class ClientConnection(asyncio.Protocol):
         options = {**self._connect_options, **received}
         self._connect_options = options
         user = auth.authenticate(settings.auth, options, self.nonce)
+        if isinstance(user, auth.SecretCheck):
+            self._start_auth_check(user, options)
+            return True
+        return self._connected(user, options)
+
+    def _start_auth_check(self, check: auth.SecretCheck, options: dict[str, Any]) -> None:
+        """Run a bcrypt check on its executor; reading pauses until it is done (the auth
+        timer keeps running, as in nats-server)."""
+        assert self.transport is not None
+        self.transport.pause_reading()
+        future = self.loop.run_in_executor(auth.EXECUTOR, auth.run_check, check)
+        self._auth_check = future
+        future.add_done_callback(lambda done: self._auth_checked(done, options))
+
+    def _auth_checked(self, done: asyncio.Future[str | None], options: dict[str, Any]) -> None:
+        self._auth_check = None
+        if self.closed or done.cancelled():
+            return
+        if not self._connected(done.result(), options):
+            return
+        held, self._held_ops = self._held_ops, []
+        self._run_ops(held)
+        if self.closed or self._auth_check is not None:
+            return  # a held CONNECT started another check; it resumes from there
+        early, self._early_data = self._early_data, []
+        for chunk in early:
+            # A CONNECT in here may start another check: later chunks are then held again.
+            self.data_received(chunk)
+        if not self.closed and self._auth_check is None and self.transport is not None:
+            self.transport.resume_reading()
+
+    def _connected(self, user: str | None, options: dict[str, Any]) -> bool:
+        """Apply an authenticated CONNECT; False means the connection was closed."""
         if user is None:
             self._auth_violation()
             return False

@@ -25,6 +25,7 @@ from urllib.parse import unquote, urlsplit
 import orjson
 
 from headwater.server.config.settings import RANDOM_PORT
+from headwater.server.connections.listen import listen_socket
 from headwater.server.monitoring.connz import ConnzOptions, connz
 from headwater.server.monitoring.healthz import HealthzOptions, healthz
 from headwater.server.monitoring.params import BadRequest, Query
@@ -94,10 +95,7 @@ class MonitoringService:
         port = 0 if settings.http_port == RANDOM_PORT else settings.http_port
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(
-            lambda: _HttpConnection(self),
-            host=settings.http_host or None,
-            port=port,
-            reuse_address=True,
+            lambda: _HttpConnection(self), sock=listen_socket(settings.http_host, port)
         )
         sockets = self._listener.sockets or []
         bound = sockets[0].getsockname()[1] if sockets else port
