@@ -36,12 +36,12 @@ from .gojson import go_quote
 from .streamconfig import StreamConfig
 from .streamconfig_sources import is_valid_asset_name
 from .streamconfig_validate import go_duration
+from .subject_overlap import CollisionIndex, SubsetIndex
 from .subject_rules import (
     BAD_SUBJECT,
     is_subset_match,
     is_valid_subject,
     subject_is_literal,
-    subjects_collide,
 )
 from .versioning import with_static_metadata
 
@@ -54,6 +54,7 @@ __all__ = [
     "apply_consumer_defaults",
     "apply_ephemeral_default",
     "filters_of",
+    "refuse_unsupported",
     "validate_consumer",
 ]
 
@@ -249,12 +250,18 @@ def _check_filters(cfg: ConsumerConfig) -> None:
     if any(not f for f in cfg.filter_subjects):
         raise errors.CONSUMER_EMPTY_FILTER.exc()
     filters = filters_of(cfg)
-    for outer, subject in enumerate(filters):
-        if not is_valid_subject(subject):
-            raise _invalid(BAD_SUBJECT)
-        for inner, other in enumerate(filters):
-            if inner != outer and is_subset_match(subject, other):
+    # The reference checks each filter's validity, then whether it is a subset of any other
+    # filter, in order; a trie of all filters answers the second without comparing every pair.
+    first_bad = next((i for i, f in enumerate(filters) if not is_valid_subject(f)), len(filters))
+    if first_bad > 0 and len(filters) > 1:
+        index = SubsetIndex(filters)
+        for subject in filters[:first_bad]:
+            index.remove(subject)  # "any other filter": not this copy of itself
+            if index.is_subset(subject):
                 raise errors.CONSUMER_OVERLAPPING_SUBJECT_FILTERS.exc()
+            index.add(subject)
+    if first_bad < len(filters):
+        raise _invalid(BAD_SUBJECT)
 
 
 _POLICY_WORDS = {
@@ -343,15 +350,16 @@ def _check_misc(cfg: ConsumerConfig, stream_cfg: StreamConfig) -> None:
 
 def _partition_unique(filters: tuple[str, ...], others: list[ConsumerConfig]) -> bool:
     """No other consumer may see a subject ours sees (work-queue streams deliver once)."""
-    for subject in filters:
-        for other in others:
-            theirs = filters_of(other)
-            if not theirs:
-                return False
-            for filt in theirs:
-                if subjects_collide(subject, filt):
-                    return False
-    return True
+    if not filters:
+        return True
+    theirs = CollisionIndex()
+    for other in others:
+        their_filters = filters_of(other)
+        if not their_filters:
+            return False
+        for filt in their_filters:
+            theirs.add(filt)
+    return not any(theirs.collides(subject) for subject in filters)
 
 
 def validate_consumer(
@@ -403,3 +411,16 @@ def validate_consumer(
     if len(cfg.durable_name.encode()) > MAX_NAME_LEN:
         raise errors.CONSUMER_NAME_TOO_LONG.exc(max=MAX_NAME_LEN)
     return apply_ephemeral_default(cfg)
+
+
+def refuse_unsupported(cfg: ConsumerConfig) -> ConsumerConfig:
+    """10052 for settings we parse but do not run yet; the API calls it after
+    :func:`validate_consumer` (which stays the reference's decision), so every error the
+    reference gives comes first.
+
+    Priority groups (overflow, pinned client, prioritized) would be stored and shown while
+    every pull request was served as if they were not there.
+    """
+    if cfg.priority_groups or cfg.priority_policy != "none":
+        raise _invalid("consumer priority groups are not supported yet")
+    return cfg

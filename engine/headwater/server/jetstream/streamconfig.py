@@ -23,7 +23,7 @@ from typing import Any, Literal
 import msgspec
 
 from . import errors
-from .gojson import GoJSONError, GoType, decode_struct, go_quote, loads
+from .gojson import GoJSONError, GoType, Obj, decode_struct, go_quote, loads
 from .versioning import with_dynamic_metadata
 
 __all__ = [
@@ -283,11 +283,37 @@ def parse_stream_request(
         fields = decode_struct(raw, _REQUEST, "StreamConfigRequest")
     except GoJSONError as exc:
         raise errors.INVALID_JSON.exc(err=exc.message) from None
+    _refuse_origin_consumer(raw)
     pedantic = bool(fields.pop("pedantic", False))
     cfg = config_from_json(fields)
     if check_name and cfg.name != name_in_subject:
         raise errors.STREAM_MISMATCH.exc()
     return cfg, pedantic
+
+
+def _member(obj: object, key: str) -> Any:
+    """A member of a decoded JSON object as Go finds it: the last match, case-insensitive."""
+    found = None
+    if isinstance(obj, Obj):
+        for name, value in obj:
+            if name.lower() == key:
+                found = value
+    return found
+
+
+def _refuse_origin_consumer(raw: object) -> None:
+    """10052 for the 2.14 ``consumer`` member of a mirror or source (durable flow-control
+    consumers on the origin), which we do not run: dropping it would leave the client
+    believing its link uses the consumer it named."""
+    if _member(_member(raw, "mirror"), "consumer") is not None:
+        raise errors.STREAM_INVALID_CONFIG.exc(
+            err="mirror consumer configuration is not supported yet"
+        )
+    sources = _member(raw, "sources")
+    if isinstance(sources, list) and any(_member(s, "consumer") is not None for s in sources):
+        raise errors.STREAM_INVALID_CONFIG.exc(
+            err="source consumer configuration is not supported yet"
+        )
 
 
 # --- the response shape --------------------------------------------------------------------

@@ -6,7 +6,9 @@ version) and ``_nats.level`` (the server's API level); those two are never store
 values a client sends for them are dropped.
 
 Headwater implements the 2.11 feature set, so it advertises 2.11.0 and API level 1. Everything
-that reports a version (INFO, ``$JS.API.INFO``, stream and consumer metadata) reads it here.
+that reports a version (INFO ``version``/``proto``, ``/varz``, ``$JS.API.INFO``, stream and
+consumer metadata, the start-up banner) reads it here; ``tests/engine/jetstream/
+test_versioning.py`` checks each of them, README.md and docs/DIFFERENCES.md against it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ __all__ = [
     "ADVERTISED_SERVER_VERSION",
     "DYNAMIC_METADATA_KEYS",
     "JS_API_LEVEL",
+    "PROTOCOL_VERSION",
     "REQUIRED_LEVEL_KEY",
     "SERVER_LEVEL_KEY",
     "SERVER_VERSION_KEY",
@@ -26,8 +29,11 @@ __all__ = [
 
 #: The nats-server version we claim; clients pick API forms by it (minor >= 9 matters).
 ADVERTISED_SERVER_VERSION = "2.11.0"
-#: The highest JetStream API level we implement (1 = the 2.11 features: TTLs, pause, priority).
+#: The highest JetStream API level we implement (1 = the 2.11 features: TTLs, pause; priority
+#: groups, also level 1, are refused with 10052 until they run).
 JS_API_LEVEL = 1
+#: The client protocol version in INFO's ``proto`` (1: asynchronous INFO updates understood).
+PROTOCOL_VERSION = 1
 
 REQUIRED_LEVEL_KEY = "_nats.req.level"
 SERVER_VERSION_KEY = "_nats.ver"

@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from headwater.server.jetstream.versioning import PROTOCOL_VERSION
 from headwater.server.monitoring.formats import go_number, nanos, rfc3339, uptime
 from headwater.server.monitoring.usage import PROCESS_CPU, cores, rss_bytes
 from headwater.server.node import ADVERTISED_VERSION
@@ -24,8 +25,8 @@ if TYPE_CHECKING:
 #: What we put where nats-server names its Go version; the same value the INFO line carries.
 GO_FIELD = "headwater"
 
-#: Protocol level nats-server advertises to clients (supports async INFO).
-PROTO = 1
+#: Protocol level nats-server advertises to clients (supports async INFO); INFO's value.
+PROTO = PROTOCOL_VERSION
 
 
 def varz(
