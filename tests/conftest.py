@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 from collections.abc import Iterator
 
 import pytest
 
+from headwater import testing
+from headwater.server.watchdog import ENV as STALL_ENV
 from headwater.testing import ServerProcess, nats_server_binary
+
+# Every headwater-server started by the tests reports event-loop stalls over 100 ms (see
+# no_event_loop_stalls below); set HEADWATER_STALL_REPORT_MS=0 to switch the check off.
+os.environ.setdefault(STALL_ENV, "100")
 
 BOTH = [
     pytest.param("headwater", id="headwater"),
@@ -81,6 +88,23 @@ def _pair(**kwargs: object) -> Iterator[tuple[ServerProcess, ServerProcess]]:
         for gen in (hw, nats):
             with contextlib.suppress(StopIteration):
                 next(gen)
+
+
+@pytest.fixture(autouse=True)
+def no_event_loop_stalls() -> Iterator[None]:
+    """Fail a test when a Headwater server it stopped reported an event-loop stall.
+
+    With ``HEADWATER_STALL_REPORT_MS`` set, every headwater-server started here inherits it and
+    logs each pass of its loop that computed longer than that without yielding, with the stack
+    (:mod:`headwater.server.watchdog`). A server shared by a module is stopped after its last
+    test, so its reports fail the next test that finishes; the stack names the culprit.
+    """
+    yield
+    if os.environ.get(STALL_ENV, "0") in ("", "0"):
+        return
+    reports, testing.STALL_REPORTS[:] = list(testing.STALL_REPORTS), []
+    if reports:
+        pytest.fail("headwater-server's event loop stalled:\n" + "\n\n".join(reports))
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -6,6 +6,7 @@ does: through the real command line, waiting for the ``Server is ready`` log lin
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -16,7 +17,15 @@ import tempfile
 import time
 from pathlib import Path
 
-_LISTEN = re.compile(rb"Listening for client connections on [^\s:]+:(\d+)")
+from headwater.server.watchdog import STALL_MARKER
+
+#: Event-loop stall reports (:mod:`headwater.server.watchdog`) read from the logs of the
+#: Headwater servers stopped so far; the test suite fails a test that leaves any here.
+STALL_REPORTS: list[str] = []
+
+_RECORD_START = re.compile(r"^\[\d+\] ", re.M)
+
+_LISTEN = re.compile(rb"Listening for client connections on (?:\[[^\]]*\]|[^\s:]+):(\d+)")
 _HTTP = re.compile(
     rb"monitor(?:ing)?(?: interface)? on (?:https?://)?(?:\[[^\]]*\]|[^\s:/\[\]]+):(\d+)", re.I
 )
@@ -80,6 +89,7 @@ class ServerProcess:
         self.proc = subprocess.Popen(
             self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=env
         )
+        self._stalls_read = False
         self.wait_ready(timeout)
         return self
 
@@ -106,6 +116,17 @@ class ServerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    def stall_reports(self) -> list[str]:
+        """The watchdog's stall reports in this run's log (each with its stack)."""
+        if self.kind != "headwater":
+            return []
+        if not self.log_path.exists():
+            return []
+        text = self.log_path.read_bytes()[self._offset :].decode(errors="replace")
+        starts = [m.start() for m in _RECORD_START.finditer(text)] + [len(text)]
+        records = (text[a:b] for a, b in itertools.pairwise(starts))
+        return [r.rstrip() for r in records if STALL_MARKER in r.split("\n", 1)[0]]
+
     def signal(self, sig: int) -> None:
         assert self.proc is not None
         self.proc.send_signal(sig)
@@ -127,6 +148,9 @@ class ServerProcess:
                 self.proc.kill()
                 self.proc.wait(10)
         self._log.close()
+        if not self._stalls_read:
+            self._stalls_read = True
+            STALL_REPORTS.extend(self.stall_reports())
         return self.proc.returncode
 
     def restart(self, timeout: float = 20.0) -> ServerProcess:

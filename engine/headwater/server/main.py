@@ -14,6 +14,7 @@ from headwater import __version__
 from headwater.server import config
 from headwater.server import log as server_log
 from headwater.server.node import Server
+from headwater.server.watchdog import from_environment as stall_watchdog
 
 log = logging.getLogger("headwater.server")
 
@@ -40,7 +41,12 @@ async def serve(settings: config.Settings) -> int:
         log.critical("Error listening on port: %s", exc)
         await server.shutdown()
         return 1
+    # Watched from "ready" on: recovering the stores at start-up happens before any client is
+    # served, so it stalls nobody.
+    watchdog = stall_watchdog(loop)
     await server.wait_stopped()
+    if watchdog is not None:
+        watchdog.stop()
     return 0
 
 
@@ -59,6 +65,14 @@ def main(argv: list[str] | None = None) -> int:
     server_log.setup(loaded.settings.log)
     for warning in loaded.warnings:
         log.warning("%s", warning)
+    cluster = loaded.settings.cluster
+    if cluster.port or cluster.routes:
+        # Accepted so nats-server configs start, but said out loud: nothing listens for routes
+        # and none are dialled, so there are no replicas and no failover (docs/DIFFERENCES.md).
+        log.warning(
+            "clustering is not supported yet: the cluster listen address and routes are "
+            "ignored, this server runs standalone"
+        )
     # Fewer young-generation collections: the hot path allocates many short-lived tuples and
     # bytes, and the default threshold (700) spends measurable time collecting them.
     gc.set_threshold(50_000, 20, 100)

@@ -22,8 +22,9 @@ from typing import Any, Protocol
 from headwater import __version__
 from headwater.server.config.settings import RANDOM_PORT, Settings
 from headwater.server.connections.client import ClientConnection
+from headwater.server.connections.listen import join_host_port, listen_socket
 from headwater.server.connections.tls import server_context
-from headwater.server.jetstream.versioning import ADVERTISED_SERVER_VERSION
+from headwater.server.jetstream.versioning import ADVERTISED_SERVER_VERSION, PROTOCOL_VERSION
 from headwater.server.monitoring.connz import closed_record
 from headwater.server.protocol import encoder
 from headwater.server.routing.subjects import subject_matches
@@ -83,6 +84,7 @@ class Server:
         self._cid = 0
         self._listener: asyncio.AbstractServer | None = None
         self._stopped = asyncio.Event()
+        self._stopping = False
         self.reply_memo = ReplyMemo(self.sublist)
         self.interest_epoch = 0
         """Bumped by every subscribe and unsubscribe: a kept :meth:`match` result is current
@@ -108,11 +110,11 @@ class Server:
             # which reads an accepted socket straight after connection_made (ignoring a
             # pause_reading there) and so can swallow the client's ClientHello.
             tls_first = {"ssl": self.tls_context, "ssl_handshake_timeout": settings.tls.timeout}
+        # Bound like nats-server: the default (wildcard) address takes IPv4 and IPv6 on one
+        # port; a literal address is that address only.
         self._listener = await loop.create_server(
             self._new_connection,
-            host=settings.host,
-            port=port,
-            reuse_address=True,
+            sock=listen_socket(settings.host, port),
             backlog=4096,
             **tls_first,  # type: ignore[arg-type]
         )
@@ -126,8 +128,8 @@ class Server:
                 fh.write(str(os.getpid()))
         for service in self.services:
             await service.start()
-        host = settings.host
-        log.info("Listening for client connections on %s:%d", _display_host(host), self.port)
+        host = settings.host or "0.0.0.0"
+        log.info("Listening for client connections on %s", join_host_port(host, self.port))
         if self.tls_context is not None:
             log.info("TLS required for client connections")
         self.ready = True
@@ -140,19 +142,25 @@ class Server:
         await self._stopped.wait()
 
     async def shutdown(self) -> None:
-        if self._stopped.is_set():
+        if self._stopped.is_set() or self._stopping:
             return
+        self._stopping = True  # a second signal while the services stop changes nothing
         self.ready = False
         log.info("Initiating Shutdown...")
         if self._listener is not None:
             self._listener.close()
-        for client in list(self.clients.values()):
-            client.close("Server Shutdown")
+        # Services stop first, while the clients are still connected, as in nats-server:
+        # JetStream answers waiting pull requests (409 Server Shutdown), sends the publish
+        # acks of its last group commit and the ack replies that waited on consumer state
+        # writes. Closed first, the clients missed those acks and publishers retried
+        # messages already stored (duplicates without Msg-Id).
         for service in reversed(self.services):
             try:
                 await service.stop()
             except Exception:  # a failing service must not keep the others from stopping
                 log.exception("error stopping %s", type(service).__name__)
+        for client in list(self.clients.values()):
+            client.close("Server Shutdown")  # flushes what is queued for it first
         if self.settings.pid_file:
             with contextlib.suppress(OSError):
                 os.unlink(self.settings.pid_file)
@@ -231,7 +239,7 @@ class Server:
             "server_id": self.server_id,
             "server_name": self.name,
             "version": ADVERTISED_VERSION,
-            "proto": 1,
+            "proto": PROTOCOL_VERSION,
             "go": "headwater",
             "host": settings.host,
             "port": self.port,
@@ -435,10 +443,6 @@ def _pick(group: tuple[Subscription, ...], sender: Receiver, no_echo: bool) -> S
         others = [s for s in group if s.client is not sender]
         return random.choice(others) if others else None
     return sub
-
-
-def _display_host(host: str) -> str:
-    return host if host else "0.0.0.0"
 
 
 __all__ = ["ADVERTISED_VERSION", "Server"]

@@ -9,9 +9,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import nats
 import pytest
@@ -95,12 +98,9 @@ async def test_a_failed_sync_turns_the_ack_into_an_error(start: Start) -> None:
     assert "no space left on device" in str(info.value.description)
 
 
-@pytest.mark.parametrize("interval", [30.0, -1.0], ids=["periodic", "always"])
-async def test_other_sync_modes_ack_without_waiting_for_durable(
-    start: Start, interval: float
-) -> None:
-    # Periodic: the timer syncs later. Always: store_msg itself syncs before returning.
-    srv, nc = await start(sync_interval=interval)
+async def test_periodic_sync_acks_without_waiting_for_durable(start: Start) -> None:
+    # The timer syncs later: that is what sync_interval asks for.
+    srv, nc = await start(sync_interval=30.0)
     js = nc.jetstream()
     await js.add_stream(name="I", subjects=["i"])
 
@@ -109,6 +109,28 @@ async def test_other_sync_modes_ack_without_waiting_for_durable(
 
     srv.jetstream.streams["I"].store.durable = never
     assert (await js.publish("i", b"x")).seq == 1
+
+
+async def test_sync_always_acks_after_an_fsync_off_the_event_loop(start: Start) -> None:
+    # ``always`` fsyncs every message before its ack, as nats-server does, but in the group
+    # commit's worker thread: an fsync on the loop thread would stall every client.
+    srv, nc = await start(sync_interval=-1.0)
+    js = nc.jetstream()
+    await js.add_stream(name="A", subjects=["a"])
+    store = srv.jetstream.streams["A"].store
+    loop_thread = threading.get_ident()
+    synced_on: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced_on.append(threading.get_ident())
+        real_fsync(fd)
+
+    with mock.patch.object(os, "fsync", fsync):
+        assert (await js.publish("a", b"x")).seq == 1
+    assert synced_on, "the ack went out before any fsync"
+    assert loop_thread not in synced_on
+    assert store.state().msgs == 1
 
 
 async def test_no_ack_streams_answer_nothing(start: Start) -> None:

@@ -462,6 +462,9 @@ class FileReader:
             "sync_interval": self._sync_interval,
             "sync": self._sync_interval,
             "snapshot_format": self._snapshot_format,
+            "request_queue_limit": lambda k, n: self._set(
+                "jetstream.request_queue_limit", self._int(k, n)
+            ),
         }
         for name in ("max_memory_store", "max_mem_store", "max_mem"):
             handlers[name] = lambda k, n: self._set("jetstream.max_memory_store", self._size(k, n))

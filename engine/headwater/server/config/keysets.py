@@ -65,7 +65,7 @@ TLS_REFUSED = {
 }
 JS_IGNORED = _words(
     """
-    unique_tag max_outstanding_catchup max_buffered_size max_buffered_msgs request_queue_limit
+    unique_tag max_outstanding_catchup max_buffered_size max_buffered_msgs
     strict limits extension_hint meta_compact meta_compact_size meta_compact_sync
     """
 )

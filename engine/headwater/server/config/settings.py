@@ -91,6 +91,9 @@ class JetStreamSettings:
     so acknowledged data survives a power failure; nats-server defaults to 120 s. ``always``
     in the config maps to -1: fsync on every write, without batching."""
     domain: str | None = None
+    request_queue_limit: int = 10_000
+    """API requests that may wait for the JetStream API worker; the one that reaches it drops
+    them all, as in nats-server (``request_queue_limit``; 0 or less means the default)."""
     snapshot_format: str = "headwater"
     """The archive STREAM.SNAPSHOT sends: ``headwater`` (docs/ARCHIVE.md: a checksum on every
     record, the stream's config inside) or ``nats`` (nats-server 2.15's NATSARC1 in S2, which
@@ -129,10 +132,13 @@ class ClusterSettings:
 @dataclass(frozen=True)
 class Settings:
     host: str = "0.0.0.0"
-    """Client listen address (``-a``); nats-server listens on all interfaces."""
+    """Client listen address (``-a``). A wildcard (this default, or ``::``) listens on all
+    interfaces over IPv4 and IPv6, as nats-server (Go) does; ``127.0.0.1`` is IPv4 only and
+    ``::1`` IPv6 only (``connections.listen``)."""
     port: int = 4222
     """Client port (``-p``); -1 picks a free port, printed in the 'Listening' log line."""
     http_host: str = "0.0.0.0"
+    """Monitoring listen address; the client address unless set, bound the same way."""
     http_port: int = 0
     """Monitoring port (``-m``); 0 turns monitoring off, -1 picks a free port."""
     server_name: str = ""

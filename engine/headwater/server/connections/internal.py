@@ -30,18 +30,22 @@ class InternalClient:
         self.server = server
         self.name = name
         self.cid = server.next_cid()
-        self.subs: list[Subscription] = []
+        self.subs: dict[str, Subscription] = {}
+        """sid -> subscription, as on socket clients: a stream with 20,000 subjects removes
+        its subscriptions in O(1) each, not by a scan of a list."""
+        self._next_sid = 0
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
 
     def subscribe(self, subject: str, handler: Handler, queue: str | None = None) -> Subscription:
-        sub = Subscription(self, subject, queue, str(len(self.subs) + 1), callback=handler)
-        self.subs.append(sub)
+        self._next_sid += 1  # never reused: a sid names one subscription for the client's life
+        sub = Subscription(self, subject, queue, str(self._next_sid), callback=handler)
+        self.subs[sub.sid] = sub
         self.server.subscribe(sub)
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
-        if sub in self.subs:
-            self.subs.remove(sub)
+        if self.subs.get(sub.sid) is sub:
+            del self.subs[sub.sid]
             self.server.unsubscribe(sub)
 
     def publish(
@@ -76,6 +80,6 @@ class InternalClient:
             self.deliver(sub, subject, "", None, payload)
 
     def close(self) -> None:
-        for sub in self.subs:
+        for sub in self.subs.values():
             self.server.unsubscribe(sub)
         self.subs.clear()

@@ -1,4 +1,5 @@
-"""Stream lifecycle advisories on ``$JS.EVENT.ADVISORY.STREAM.<CREATED|UPDATED|DELETED>.<name>``.
+"""Stream lifecycle advisories on ``$JS.EVENT.ADVISORY.STREAM.<CREATED|UPDATED|DELETED>.<name>``,
+and the API's ``$JS.EVENT.ADVISORY.API.LIMIT_REACHED``.
 
 Monitoring tools (``nats event --js-advisory``, jsm.go) decode these by ``type``, so the body
 carries nats-server's ``stream_action`` field names: ``type``, ``id``, ``timestamp``,
@@ -17,9 +18,16 @@ from .wire import dumps, rfc3339
 if TYPE_CHECKING:
     from headwater.server.connections.internal import InternalClient
 
-__all__ = ["STREAM_ADVISORY", "publish_stream_action", "stream_action_body"]
+__all__ = [
+    "API_LIMIT_ADVISORY",
+    "STREAM_ADVISORY",
+    "api_limit_reached_body",
+    "publish_stream_action",
+    "stream_action_body",
+]
 
 STREAM_ADVISORY = "$JS.EVENT.ADVISORY.STREAM"
+API_LIMIT_ADVISORY = "$JS.EVENT.ADVISORY.API.LIMIT_REACHED"
 _SUBJECT_VERB = {"create": "CREATED", "modify": "UPDATED", "delete": "DELETED"}
 
 
@@ -47,3 +55,18 @@ def publish_stream_action(
         return
     subject = f"{STREAM_ADVISORY}.{_SUBJECT_VERB[action]}.{stream}"
     client.publish(subject, stream_action_body(stream, action, template, domain))
+
+
+def api_limit_reached_body(server: str, dropped: int, domain: str = "") -> bytes:
+    """``io.nats.jetstream.advisory.v1.api_limit_reached``: the API queue filled and
+    ``dropped`` waiting requests were thrown away unanswered."""
+    body: dict[str, Any] = {
+        "type": "io.nats.jetstream.advisory.v1.api_limit_reached",
+        "id": secrets.token_hex(11),
+        "timestamp": rfc3339(time.time_ns()),
+        "server": server,
+        "dropped": dropped,
+    }
+    if domain:
+        body["domain"] = domain
+    return dumps(body)

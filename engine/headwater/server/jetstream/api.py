@@ -16,6 +16,7 @@ no-responders status at once (see docs/DIFFERENCES.md).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -35,10 +36,12 @@ from .wire import dumps
 
 __all__ = [
     "CONSUMER_ROUTES",
+    "DEFAULT_QUEUE_LIMIT",
     "ROUTES",
     "ApiRouter",
     "Request",
     "Route",
+    "bind_routes",
     "decode_request",
     "response_type",
 ]
@@ -135,6 +138,20 @@ class Request:
 
 Handler = Callable[[Request], Awaitable["dict[str, Any] | None"]]
 
+DEFAULT_QUEUE_LIMIT = 10_000
+"""Requests that may wait for the API worker (nats-server's ``JSDefaultRequestQueueLimit``)."""
+
+
+def bind_routes(routes: tuple[Route, ...], apis: tuple[object, ...]) -> dict[str, Handler]:
+    """Each route's handler name -> the one bound method of that name among ``apis``."""
+    bound: dict[str, Handler] = {}
+    for route in routes:
+        owners = [api for api in apis if callable(getattr(api, route.handler, None))]
+        if len(owners) != 1:
+            raise TypeError(f"route {route.pattern} needs one {route.handler!r}, found {owners}")
+        bound[route.handler] = getattr(owners[0], route.handler)
+    return bound
+
 
 def match_route(tokens: list[str], routes: tuple[Route, ...] = ROUTES) -> Route | None:
     for route in routes:
@@ -162,23 +179,38 @@ def decode_request(body: bytes, gotype: GoType, root: str) -> dict[str, Any]:
 
 
 class ApiRouter:
-    """Subscribes the API subjects and runs matching requests through ``handlers``."""
+    """Subscribes the API subjects and runs matching requests through their handlers.
+
+    ``apis`` are the objects whose methods handle the routes: each route's ``handler`` names
+    exactly one method among them, bound once here, so a route without a handler (or with
+    two) fails at start-up rather than on the first request.
+
+    At most ``queue_limit`` requests wait (nats-server's ``request_queue_limit``). A request
+    that fills the queue drops every waiting one, unanswered, as nats-server does: their
+    clients time out and retry, a warning is logged and ``$JS.EVENT.ADVISORY.API.
+    LIMIT_REACHED`` says how many (``on_dropped``).
+    """
 
     def __init__(
         self,
         client: InternalClient,
-        handlers: object,
+        apis: tuple[object, ...],
         stats: ApiStats,
         prefixes: tuple[str, ...],
         routes: tuple[Route, ...] = ROUTES,
+        queue_limit: int = DEFAULT_QUEUE_LIMIT,
+        on_dropped: Callable[[int], None] | None = None,
     ) -> None:
         self.client = client
         self.routes = routes
-        self.handlers = handlers
+        self.handlers = bind_routes(routes, apis)
         self.stats = stats
         self.prefixes = prefixes
+        self.queue_limit = queue_limit if queue_limit > 0 else DEFAULT_QUEUE_LIMIT
+        self._on_dropped = on_dropped
         self._subs: list[Subscription] = []
-        self._queue: asyncio.Queue[tuple[Route, Request]] = asyncio.Queue()
+        self._queue: collections.deque[tuple[Route, Request]] = collections.deque()
+        self._ready = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -211,31 +243,49 @@ class ApiRouter:
             route = match_route(tokens, self.routes)
             if route is None:
                 return
-            self._queue.put_nowait((route, Request(subject, reply, hdr, bytes(payload), tokens)))
+            self._enqueue(route, Request(subject, reply, hdr, bytes(payload), tokens))
 
         return on_request
 
+    def _enqueue(self, route: Route, req: Request) -> None:
+        queue = self._queue
+        queue.append((route, req))
+        self._ready.set()
+        if len(queue) >= self.queue_limit:
+            dropped = len(queue)
+            queue.clear()
+            log.warning("JetStream API queue limit reached, dropping %d requests", dropped)
+            if self._on_dropped is not None:
+                self._on_dropped(dropped)
+
     async def _run(self) -> None:
+        queue = self._queue
         while True:
-            route, req = await self._queue.get()
+            if not queue:
+                self._ready.clear()
+                await self._ready.wait()
+                continue
+            route, req = queue.popleft()
             try:
                 await self._handle(route, req)
             except Exception:
                 log.exception("JetStream API request on %r failed", req.subject)
-            finally:
-                self._queue.task_done()
 
     async def _handle(self, route: Route, req: Request) -> None:
         error: errors.ApiError | None = None
         body: dict[str, Any] | None = None
         try:
             _check_api_level(req.hdr)
-            handler: Handler = getattr(self.handlers, route.handler)
-            body = await handler(req)
+            body = await self.handlers[route.handler](req)
             if body is None:
                 return
         except errors.ApiErrorException as exc:
             error = exc.error
+        except Exception as exc:
+            # A bug or an I/O failure we did not foresee: log it, and still answer the way
+            # nats-server answers a failure of that operation, so no client waits for nothing.
+            log.exception("JetStream API request on %r failed", req.subject)
+            error = unexpected_error(route.handler, exc)
         if error is not None:
             reply: dict[str, Any] = {"type": route.type, "error": error.to_dict()}
             reply.update(route.error_extra)
@@ -247,6 +297,28 @@ class ApiRouter:
             self.stats.errors += 1
         if req.reply:
             self.client.publish(req.reply, dumps(reply))
+
+
+#: The error family nats-server uses when an operation fails for a reason of its own (the
+#: ``{err}`` errors); anything else gets the general stream error.
+_FAILURE_ERRORS: Mapping[str, errors.ApiError] = MappingProxyType(
+    {
+        "stream_create": errors.STREAM_CREATE,
+        "stream_update": errors.STREAM_UPDATE,
+        "stream_delete": errors.STREAM_DELETE,
+        "stream_purge": errors.STREAM_PURGE_FAILED,
+        "msg_delete": errors.STREAM_MSG_DELETE_FAILED,
+        "consumer_create": errors.CONSUMER_CREATE,
+        "consumer_durable_create": errors.CONSUMER_CREATE,
+        "consumer_pause": errors.CONSUMER_CREATE,
+    }
+)
+
+
+def unexpected_error(handler: str, exc: Exception) -> errors.ApiError:
+    """The 500 reply for an exception no handler turned into an API error."""
+    family = _FAILURE_ERRORS.get(handler, errors.STREAM_GENERAL)
+    return family.format(err=str(exc) or type(exc).__name__)
 
 
 def _check_api_level(hdr: bytes | None) -> None:

@@ -29,6 +29,7 @@ import os
 import secrets
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -42,6 +43,7 @@ from headwater.archive import (
     NatsArchiveReader,
     open_archive,
 )
+from headwater.server.budget import PassBudget
 from headwater.server.consumers import config as consumer_config
 from headwater.server.protocol import headers
 from headwater.server.store import StoreConfig, StoreError, StreamStore, open_store
@@ -72,8 +74,22 @@ log = logging.getLogger("headwater.jetstream")
 RESTORE_PREFIX = "$JS.SNAPSHOT.RESTORE"
 INACTIVITY_TIMEOUT = 5.0
 """Seconds without a chunk before a restore is abandoned (nats-server's)."""
-YIELD_EVERY = 2048
-"""Records loaded between two yields to the event loop."""
+BATCH_RECORDS = 4096
+BATCH_BYTES = 4 << 20
+"""A batch of archive records decoded in the worker thread at a time."""
+
+
+def _next_batch(records: Iterator[object]) -> list[object]:
+    """Up to :data:`BATCH_RECORDS` records or about :data:`BATCH_BYTES` of payload."""
+    batch: list[object] = []
+    size = 0
+    for record in records:
+        batch.append(record)
+        if type(record) is ArchivedMessage:
+            size += len(record.data) + len(record.hdr or b"")
+        if len(batch) >= BATCH_RECORDS or size >= BATCH_BYTES:
+            break
+    return batch
 
 
 class RestoreFailed(Exception):
@@ -286,7 +302,6 @@ class RestoreSession:
         header: ArchivedStream | None = None
         consumers: list[ArchivedConsumer] = []
         ttl_allowed = self.config.allow_msg_ttl
-        count = 0
         what = "invalid archive"
         try:
             with open(self.spool_path, "rb") as fh:
@@ -296,23 +311,26 @@ class RestoreSession:
                 )
                 if isinstance(reader, NatsArchiveReader):
                     what = "invalid nats-server archive"
-                for record in reader:
-                    if type(record) is ArchivedMessage:
-                        ttl = _ttl_ns(record.hdr) if ttl_allowed and record.hdr else 0
-                        store.store_raw_msg(
-                            record.subject, record.hdr, record.data, record.seq, record.ts, ttl
-                        )
-                        count += 1
-                        if count % YIELD_EVERY == 0:
-                            await asyncio.sleep(0)
-                    elif type(record) is ArchivedConsumer:
-                        consumers.append(record)
-                    elif type(record) is ArchivedStream:
-                        if record.name != self.name:
-                            raise RestoreFailed(
-                                f"archive holds stream {record.name!r}, not {self.name!r}"
+                records = iter(reader)
+                budget = PassBudget()
+                # Decoding (S2 blocks of up to 4 MB, checksums) runs in a worker thread, a
+                # batch at a time; storing runs here, yielding whenever a pass used its slice.
+                while batch := await asyncio.to_thread(_next_batch, records):
+                    for record in batch:
+                        if type(record) is ArchivedMessage:
+                            ttl = _ttl_ns(record.hdr) if ttl_allowed and record.hdr else 0
+                            store.store_raw_msg(
+                                record.subject, record.hdr, record.data, record.seq, record.ts, ttl
                             )
-                        header = record
+                            await budget.tick()
+                        elif type(record) is ArchivedConsumer:
+                            consumers.append(record)
+                        elif type(record) is ArchivedStream:
+                            if record.name != self.name:
+                                raise RestoreFailed(
+                                    f"archive holds stream {record.name!r}, not {self.name!r}"
+                                )
+                            header = record
         except ArchiveError as exc:
             raise RestoreFailed(f"{what}: {exc}") from None
         except StoreError as exc:

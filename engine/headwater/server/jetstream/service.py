@@ -24,7 +24,7 @@ from headwater.server.store import StoreConfig, StreamStore, SyncPolicy, open_st
 
 from . import errors, layout
 from .accountinfo import ApiStats, Resources, account_info
-from .advisories import publish_stream_action
+from .advisories import API_LIMIT_ADVISORY, api_limit_reached_body, publish_stream_action
 from .api import CONSUMER_ROUTES, ROUTES, ApiRouter
 from .replication import ReplicationManager
 from .snapshot import SNAPSHOT_ROUTES, SnapshotApi
@@ -41,19 +41,6 @@ if TYPE_CHECKING:
 __all__ = ["JetStreamService"]
 
 log = logging.getLogger("headwater.server")
-
-
-class _Handlers:
-    """The router's handler object: stream handlers, then consumer handlers, by name."""
-
-    def __init__(self, *parts: object) -> None:
-        self._parts = parts
-
-    def __getattr__(self, name: str) -> Any:
-        for part in self._parts:
-            if hasattr(part, name):
-                return getattr(part, name)
-        raise AttributeError(name)
 
 
 def sync_policy(interval: float) -> SyncPolicy:
@@ -110,16 +97,29 @@ class JetStreamService:
         self.server.jetstream = self
         await self._recover()
         self.templates.recover()
-        handlers = _Handlers(
+        apis = (
             StreamApi(self),
             ConsumerApi(self, self.consumers),
             TemplateApi(self.templates),
             SnapshotApi(self),
         )
         routes = ROUTES + CONSUMER_ROUTES + TEMPLATE_ROUTES + SNAPSHOT_ROUTES
-        self.router = ApiRouter(self.client, handlers, self.stats, self.api_prefixes, routes)
+        self.router = ApiRouter(
+            self.client,
+            apis,
+            self.stats,
+            self.api_prefixes,
+            routes,
+            queue_limit=self.settings.request_queue_limit,
+            on_dropped=self._api_requests_dropped,
+        )
         self.router.start()
         log.info("Took %.2fms to start JetStream", (time.perf_counter() - began) * 1000)
+
+    def _api_requests_dropped(self, dropped: int) -> None:
+        if self.client is not None:
+            body = api_limit_reached_body(self.server_name, dropped, self.domain or "")
+            self.client.publish(API_LIMIT_ADVISORY, body)
 
     async def stop(self) -> None:
         log.info("Initiating JetStream Shutdown...")
@@ -195,7 +195,7 @@ class JetStreamService:
             directory=directory,
             domain=self.domain,
             api_prefixes=self.api_prefixes,
-            durable_acks=cfg.storage == "file" and self.sync.mode == "ack",
+            durable_acks=cfg.storage == "file" and self.sync.mode != "interval",
         )
         self.streams[cfg.name] = stream
         stream.start()

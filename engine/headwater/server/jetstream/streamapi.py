@@ -9,13 +9,18 @@ sealed stream (10109) before ``deny_purge`` (10110).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from headwater.server.store.base import StoreError
 
 from . import errors
 from .accountinfo import account_info
 from .api import Request, decode_request
 from .direct import MSG_GET_REQUEST, msg_get
 from .gojson import GoType
+from .streamconfig import StreamConfig
 from .streamconfig_update import update_stream_request
 from .streamconfig_validate import NO_LIMITS, create_stream_request
 from .streaminfo import info_for_list, info_for_request, info_plain
@@ -52,8 +57,27 @@ _PURGE_REQUEST = GoType(
 _DELETE_REQUEST = GoType("server.JSApiMsgDeleteRequest", "struct", {"seq": _U64, "no_erase": _BOOL})
 
 
+OFF_LOOP_BYTES = 16 * 1024
+"""Stream configs in larger requests are validated in a worker thread. Thousands of subjects
+take a quarter of a second of checks (every subject's syntax, overlaps among them and with
+every other stream); on the loop that would stall every client. Below this size the checks
+take well under a millisecond and the thread hop would cost more."""
+
+_T = TypeVar("_T")
+
+
 def _stream_name(req: Request) -> str:
     return req.tokens[-1]
+
+
+def check_storable_name(cfg: StreamConfig) -> None:
+    """10049 for a file stream whose name cannot be a directory name (a NUL byte).
+
+    nats-server fails at creating the store there; the length is already limited (10052) and
+    other control characters, DEL and non-ASCII names are valid directory names.
+    """
+    if cfg.storage == "file" and "\x00" in cfg.name:
+        raise errors.STREAM_CREATE.exc(err="error creating store for stream")
 
 
 class StreamApi:
@@ -79,23 +103,51 @@ class StreamApi:
 
     # --- stream lifecycle ----------------------------------------------------------------
 
+    def _configs(self) -> dict[str, StreamConfig]:
+        return {n: s.config for n, s in self.service.streams.items()}
+
+    async def _validated(
+        self, req: Request, validate: Callable[[dict[str, StreamConfig]], _T]
+    ) -> _T:
+        """``validate(other streams' configs)``, in a worker thread for a large request.
+
+        The API worker handles one request at a time, but template auto-create and restore
+        also add streams; if the registry changed while the thread ran, the checks run again
+        against the new one (on the loop after a few tries, so this always ends).
+        """
+        if len(req.body) < OFF_LOOP_BYTES:
+            return validate(self._configs())
+        for _ in range(3):
+            before = self._configs()
+            result = await asyncio.to_thread(validate, before)
+            after = self._configs()
+            if after.keys() == before.keys() and all(after[n] is c for n, c in before.items()):
+                return result
+        return validate(self._configs())
+
     async def stream_create(self, req: Request) -> dict[str, Any]:
         svc = self.service
+        name = _stream_name(req)
+        outcome = await self._validated(
+            req, lambda configs: create_stream_request(req.body, name, configs.values(), NO_LIMITS)
+        )
         configs = [s.config for s in svc.streams.values()]
-        outcome = create_stream_request(req.body, _stream_name(req), configs, NO_LIMITS)
         if outcome.existing:
             stream = svc.streams[outcome.config.name]
         else:
             check_not_template_owned(outcome.config)
             svc.resources.check_reservation(outcome.config, configs)
+            check_storable_name(outcome.config)
             stream = await svc.create_stream(outcome.config)
         return info_plain(stream) | {"did_create": True}
 
     async def stream_update(self, req: Request) -> dict[str, Any]:
         svc = self.service
         name = _stream_name(req)
-        configs = {n: s.config for n, s in svc.streams.items()}
-        cfg = update_stream_request(req.body, name, configs, NO_LIMITS)
+        cfg = await self._validated(
+            req, lambda configs: update_stream_request(req.body, name, configs, NO_LIMITS)
+        )
+        configs = self._configs()
         svc.resources.check_reservation(cfg, configs.values(), replacing=name)
         stream = await svc.update_stream(name, cfg)
         return info_plain(stream)
@@ -122,7 +174,12 @@ class StreamApi:
             raise errors.STREAM_SEALED.exc()
         if cfg.deny_purge:
             raise errors.STREAM_PURGE_FAILED.exc(err="stream purge not permitted")
-        purged = stream.purge(subject, seq, keep)
+        _check_writable(stream)
+        try:
+            purged = stream.purge(subject, seq, keep)
+        except StoreError as exc:
+            raise errors.STREAM_STORE_FAILED.exc(err=str(exc)) from None
+        await _durable(stream)
         return {"success": True, "purged": purged}
 
     # --- stream reports ------------------------------------------------------------------
@@ -193,9 +250,30 @@ class StreamApi:
         if cfg.deny_delete:
             raise errors.STREAM_MSG_DELETE_FAILED.exc(err="message delete not permitted")
         seq = fields.get("seq", 0)
-        if seq > 0 and stream.store.remove_msg(seq, erase=not fields.get("no_erase", False)):
+        _check_writable(stream)
+        try:
+            removed = seq > 0 and stream.store.remove_msg(seq, not fields.get("no_erase", False))
+        except StoreError as exc:
+            raise errors.STREAM_STORE_FAILED.exc(err=str(exc)) from None
+        if removed:
+            await _durable(stream)
             return {"success": True}
         raise _delete_failure(stream, seq)
+
+
+def _check_writable(stream: Stream) -> None:
+    """10077 from a stream whose store stopped after a failed write or fsync (fail-stop)."""
+    failed = stream.store.failed
+    if failed is not None:
+        raise errors.STREAM_STORE_FAILED.exc(err=str(failed))
+
+
+async def _durable(stream: Stream) -> None:
+    """The reply to a delete or purge waits for the same durability as a publish ack."""
+    try:
+        await stream.durable()
+    except StoreError as exc:
+        raise errors.STREAM_STORE_FAILED.exc(err=str(exc)) from None
 
 
 def _delete_failure(stream: Stream, seq: int) -> errors.ApiErrorException:
