@@ -118,7 +118,7 @@ async def start_restore(api: SnapshotApi, req: Request) -> dict[str, Any]:
     config.setdefault("name", name)
     if config["name"] != name:
         raise errors.STREAM_MISMATCH.exc()
-    if name in service.streams or name in api.restoring:
+    if service.streams.holder(name) is not None:
         raise errors.STREAM_NAME_EXIST_RESTORE_FAILED.exc()
     configs = [s.config for s in service.streams.values()]
     outcome = create_stream_request(dumps(config), name, configs, NO_LIMITS)
@@ -154,7 +154,9 @@ class RestoreSession:
         assert client is not None
         self.spool_path.parent.mkdir(parents=True, exist_ok=True)
         self._spool = open(self.spool_path, "wb")  # noqa: SIM115 - closed by _close_upload
-        self.api.restoring.add(self.name)
+        # Held from the first chunk to the end: no create, template or other restore may take
+        # the name meanwhile (nothing awaited since the holder() check in start_restore).
+        self.claim = self.service.streams.claim(self.name, "being restored")
         self._sub = client.subscribe(self.subject, self._on_chunk)
         self._arm()
         publish_advisory(self.service, "RESTORE_CREATE", self.name)
@@ -207,7 +209,7 @@ class RestoreSession:
         self._cleanup()
 
     def _cleanup(self) -> None:
-        self.api.restoring.discard(self.name)
+        self.claim.release()
         self.spool_path.unlink(missing_ok=True)
         shutil.rmtree(self.staging, ignore_errors=True)
 
@@ -272,17 +274,13 @@ class RestoreSession:
         if file_backed:
             await store.aclose()
             await asyncio.to_thread(layout.write_meta, self.staging, cfg, header.created_ns)
-        # From here to the registration nothing awaits, so no API request can take the name.
-        if self.name in service.streams:
-            if not file_backed:
-                store.delete()
-            raise errors.STREAM_NAME_EXIST_RESTORE_FAILED.exc()
+        # The name is ours (self.claim) since the upload began.
         directory = None
         if file_backed:
             directory = layout.stream_dir(service.root, self.name)
             self._install(directory)
-        stream = service._open(
-            cfg, header.created_ns, directory, store=None if file_backed else store
+        stream = service.open_claimed(
+            cfg, header.created_ns, directory, self.claim, store=None if file_backed else store
         )
         for record, ccfg, state in parsed:
             await service.consumers.restore(stream, record.name, ccfg, record.created_ns, state)

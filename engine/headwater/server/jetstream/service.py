@@ -26,6 +26,7 @@ from . import errors, layout
 from .accountinfo import ApiStats, Resources, account_info
 from .advisories import API_LIMIT_ADVISORY, api_limit_reached_body, publish_stream_action
 from .api import CONSUMER_ROUTES, ROUTES, ApiRouter
+from .registry import Claim, NameTaken, StreamRegistry
 from .replication import ReplicationManager
 from .snapshot import SNAPSHOT_ROUTES, SnapshotApi
 from .stream import Stream, store_limits
@@ -61,7 +62,8 @@ class JetStreamService:
         self.settings = settings
         self.domain = settings.domain or None
         self.root: Path = layout.jetstream_root(settings.store_dir)
-        self.streams: dict[str, Stream] = {}
+        self.streams = StreamRegistry()
+        """Every path that adds or removes a stream goes through a claim on it (registry.py)."""
         self.stats = ApiStats()
         self.resources = Resources(settings.max_memory_store, settings.max_file_store)
         self.sync = sync_policy(settings.sync_interval)
@@ -147,7 +149,8 @@ class JetStreamService:
             cfg = item.config
             began = time.perf_counter()
             try:
-                stream = self._open(cfg, item.created_ns, item.directory)
+                with self.streams.claim(cfg.name, "being recovered") as claim:
+                    stream = self.open_claimed(cfg, item.created_ns, item.directory, claim)
             except Exception as exc:
                 log.error('Error recreating stream "%s": %s', cfg.name, exc)
                 continue
@@ -175,14 +178,16 @@ class JetStreamService:
             budget=self.resources.budget(cfg.storage),
         )
 
-    def _open(
+    def open_claimed(
         self,
         cfg: StreamConfig,
         created_ns: int,
         directory: Path | None,
+        claim: Claim,
         store: StreamStore | None = None,
     ) -> Stream:
-        """Register a stream over its store: opened here, or one filled already (restore)."""
+        """Make a stream live under its claimed name, over its store: opened here, or one
+        filled already (restore)."""
         assert self.client is not None
         if store is None:
             store = open_store(self._store_config(cfg, directory))
@@ -197,12 +202,20 @@ class JetStreamService:
             api_prefixes=self.api_prefixes,
             durable_acks=cfg.storage == "file" and self.sync.mode != "interval",
         )
-        self.streams[cfg.name] = stream
+        claim.install(stream)
         stream.start()
         self.replication.attach(stream)
         return stream
 
     async def create_stream(self, cfg: StreamConfig) -> Stream:
+        try:
+            claim = self.streams.claim(cfg.name, "being created")
+        except NameTaken:
+            raise errors.STREAM_NAME_EXIST.exc() from None
+        with claim:
+            return await self._create_claimed(cfg, claim)
+
+    async def _create_claimed(self, cfg: StreamConfig, claim: Claim) -> Stream:
         created = time.time_ns()
         directory: Path | None = None
         if cfg.storage == "file":
@@ -215,7 +228,7 @@ class JetStreamService:
             except OSError as exc:
                 raise errors.STREAM_CREATE.exc(err=str(exc)) from None
         try:
-            stream = self._open(cfg, created, directory)
+            stream = self.open_claimed(cfg, created, directory, claim)
         except Exception as exc:
             log.error("JetStream failed to create stream '%s': %s", cfg.name, exc)
             if directory is not None:
@@ -238,12 +251,16 @@ class JetStreamService:
         return stream
 
     async def delete_stream(self, name: str) -> None:
-        stream = self.streams.pop(name)
-        self.replication.detach(stream)
-        await self.consumers.close_stream(stream, deleted=True)
-        await stream.delete()
-        if stream.directory is not None:
-            await asyncio.to_thread(layout.remove_stream_dir, stream.directory)
+        try:
+            claim, stream = self.streams.claim_live(name, "being deleted")
+        except NameTaken as exc:
+            raise errors.STREAM_DELETE.exc(err=str(exc)) from None
+        with claim:  # the name stays taken until its files are gone
+            self.replication.detach(stream)
+            await self.consumers.close_stream(stream, deleted=True)
+            await stream.delete()
+            if stream.directory is not None:
+                await asyncio.to_thread(layout.remove_stream_dir, stream.directory)
         self._advise(stream.config, "delete")
 
     def _advise(self, cfg: StreamConfig, action: str) -> None:

@@ -345,7 +345,6 @@ class SnapshotApi:
         # Uploads and staging directories of restores cut short by a stop or a crash: no
         # restore runs yet, so whatever is there is garbage.
         shutil.rmtree(service.root / RESTORE_STAGING, ignore_errors=True)
-        self.restoring: set[str] = set()
         """Names with a restore in progress: a second restore of one is refused (10130)."""
         self._tasks: set[asyncio.Task[Any]] = set()
 
