@@ -424,3 +424,33 @@ def test_rich_export_plans_clean(clean_server: ServerProcess, tmp_path: Path) ->
     path.write_text(yaml.safe_dump_all(run_on(clean_server, export_documents)))
     plan = plan_on(clean_server, load_documents([path]), prune=True)
     assert [(str(c.key), c.fields) for c in plan.changes if c.action is not Action.NOOP] == []
+
+
+PRIORITY_DOCS = """
+apiVersion: headwater.io/v1
+kind: Stream
+metadata: {name: prio}
+spec: {name: PRIO, subjects: ["prio.>"]}
+---
+apiVersion: headwater.io/v1
+kind: Consumer
+metadata: {name: prio-c}
+spec:
+  streamName: PRIO
+  durableName: P
+  priorityPolicy: overflow
+  priorityGroups: [g1]
+"""
+
+
+def test_priority_groups_plan_clean_or_are_refused(clean_server: ServerProcess) -> None:
+    """nats-server runs priority groups, so they plan clean after an apply; Headwater does not
+    run them yet and refuses them (10052) instead of storing a setting it would ignore."""
+    report = apply_on(clean_server, resources(PRIORITY_DOCS))
+    if clean_server.kind == "nats":
+        assert report.ok
+        assert not plan_on(clean_server, resources(PRIORITY_DOCS)).has_changes
+        return
+    failed = [r for r in report.results if r.status is Status.FAILED]
+    assert [str(r.change.key) for r in failed] == ["Consumer/PRIO/P"]
+    assert "priority groups are not supported" in failed[0].message

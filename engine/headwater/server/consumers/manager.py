@@ -213,7 +213,7 @@ class ConsumerManager:
             await asyncio.to_thread(cstate.remove_consumer_dir, directory)
         if advise:
             self._advise(stream, consumer.name, "delete")
-        stream.consumer_removed(consumer)
+        await stream.consumer_removed(consumer)
 
     def _detach(self, consumer: Consumer, *, deleted: bool) -> None:
         consumer.stop(deleted=deleted)

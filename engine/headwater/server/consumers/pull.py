@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from headwater.server.budget import PassBudget
 from headwater.server.jetstream.streamconfig_validate import go_duration
 from headwater.server.protocol import headers
 
@@ -218,12 +219,25 @@ def handle_request(c: Consumer, reply: str, body: bytes) -> None:
 
 
 def pump(c: Consumer) -> None:
-    """Serve waiting requests in arrival order while ``c`` has messages to give."""
+    """Serve waiting requests in arrival order while ``c`` has messages to give.
+
+    One pass delivers for at most a :class:`PassBudget` slice (a batch of a million
+    ``ack_policy: none`` messages would otherwise hold the loop for seconds); then it schedules
+    the next pass and returns, leaving the requests queued as they are, so order, batch,
+    max_bytes, expires and no_wait work across passes exactly as within one.
+    """
     waiting = c.waiting
     now = time.monotonic()
     changed = False
     checked: PullRequest | None = None
+    budget = PassBudget()
     while waiting and c._can_send() and not (c._paused() and not c.rdq):
+        if changed and budget.spent():
+            # More to give: the next pass goes on; no_wait requests are not done yet.
+            c.kick()
+            if c.on_change is not None:
+                c.on_change(c)
+            return
         req = waiting.peek()
         assert req is not None
         if req.expires_at and req.expires_at <= now:

@@ -2,6 +2,9 @@
 
 :func:`process` runs synchronously inside routing (no awaits): the message is appended to the
 store before the publisher's next message is read, so per-publisher order is the stream order.
+The exception: after a restart, the first message that needs the duplicate window waits while
+it is read back from the store in slices (:meth:`Stream.hold`), and every later message of the
+stream waits behind it, so the order holds there too.
 The success ack goes out through the stream's group commit (only after the store says the
 message is durable); error acks go out at once.
 
@@ -29,7 +32,7 @@ from .wire import go_int, parse_go_duration
 if TYPE_CHECKING:
     from .stream import Stream
 
-__all__ = ["Dedupe", "parse_ttl", "process"]
+__all__ = ["Dedupe", "parse_ttl", "process", "process_now"]
 
 MSG_ID = "Nats-Msg-Id"
 EXPECTED_STREAM = "Nats-Expected-Stream"
@@ -79,6 +82,15 @@ class Dedupe:
         self._ids[msg_id] = (seq, ts)
         self._ids.move_to_end(msg_id)
 
+    def load_older(self, older: OrderedDict[str, tuple[int, int]]) -> None:
+        """Take ``older`` (ids read back from the store, in order) as the entries before the
+        ones recorded since, which stay last and win for an id in both. Costs what was
+        recorded since, not the window, so it fits in one pass of the loop."""
+        for msg_id, entry in self._ids.items():
+            older.pop(msg_id, None)
+            older[msg_id] = entry
+        self._ids = older
+
     def __len__(self) -> int:
         return len(self._ids)
 
@@ -119,10 +131,24 @@ def _expected_seq_mismatch(stream: Stream, hdr: bytes, subject: str) -> int | No
 
 
 def process(stream: Stream, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
-    """Check, store and acknowledge one message published to ``stream``."""
+    """Check, store and acknowledge one message published to ``stream``, or queue it behind
+    the messages that wait for the dedupe window (:meth:`Stream.hold`)."""
+    if not stream.active:
+        return
+    if stream.holding():
+        stream.hold(subject, reply, hdr, payload)
+        return
+    process_now(stream, subject, reply, hdr, payload)
+
+
+def process_now(
+    stream: Stream, subject: str, reply: str, hdr: bytes | None, payload: bytes
+) -> None:
+    """:func:`process` for a message nothing is held before."""
     cfg = stream.config
     if not stream.active:
         return
+    arrived = subject, hdr
     respond = reply if reply and not cfg.no_ack else ""
     if stream.input_transform is not None:
         subject = stream.input_transform.apply(subject)
@@ -159,8 +185,11 @@ def process(stream: Stream, subject: str, reply: str, hdr: bytes | None, payload
             return
         msg_id = headers.get(hdr, MSG_ID) or ""
         expected_id = headers.get(hdr, EXPECTED_LAST_MSG_ID)
-        if msg_id or expected_id:
-            stream.load_dedupe()
+        if (msg_id or expected_id) and not stream.dedupe_loaded():
+            # The window's ids are read back from the store in slices first; this message
+            # (and the stream's next ones) are then processed from the start.
+            stream.hold(arrived[0], reply, arrived[1], payload)
+            return
         if msg_id:
             original = stream.dedupe.lookup(msg_id, stream.clock())
             if original is not None:

@@ -14,7 +14,9 @@ A :class:`Stream` owns
 * the **expiry timer**, armed at ``store.next_expiry()`` (``max_age`` and per-message TTLs);
 * **subject delete markers**: when ``max_age``/TTL removes the last message of a subject and
   ``subject_delete_marker_ttl`` is set, a marker (``Nats-Marker-Reason: MaxAge``) is stored on
-  that subject through the normal publish path;
+  that subject through the normal publish path; the markers already stored are found by a
+  walk over the stream at start (expiry waits for it);
+* the lazy load of the **duplicate window** after a restart, while new messages wait;
 * **republish** of stored messages and the input **subject transform**.
 """
 
@@ -24,13 +26,23 @@ import asyncio
 import logging
 import secrets
 import time
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from headwater.server.budget import PassBudget
 from headwater.server.connections.internal import InternalClient
 from headwater.server.protocol import headers
 from headwater.server.routing.subjects import subject_matches
-from headwater.server.store.base import StoreFailed, StoreLimits, StreamState, StreamStore
+from headwater.server.store.base import (
+    StoredMsg,
+    StoreError,
+    StoreFailed,
+    StoreLimits,
+    StreamState,
+    StreamStore,
+)
 from headwater.server.subscription import Subscription
 
 from . import direct, errors, publish
@@ -49,6 +61,9 @@ log = logging.getLogger("headwater.jetstream")
 
 DIRECT_GROUP = "_sys_"
 """Queue group of direct-get subscriptions, so mirrors could share the load (nats-server's)."""
+WALK_BATCH = 256
+"""Messages one store read returns during a walk over the whole stream (:meth:`Stream._walk`)."""
+WALK_BYTES = 1 << 20
 
 
 def store_limits(cfg: StreamConfig) -> StoreLimits:
@@ -117,6 +132,13 @@ class Stream:
         self.lseq = state.last_seq
         self.lmsgid = ""
         self._dedupe_loaded = state.msgs == 0
+        self._held: deque[tuple[str, str, bytes | None, bytes]] | None = None
+        """Messages that arrived while the dedupe window loads, in arrival order; None when
+        nothing is held (see :meth:`hold`)."""
+        self._tasks: set[asyncio.Task[None]] = set()
+        """Background walks (dedupe load, marker scan), cancelled when the stream closes."""
+        self._scanning = False
+        """A marker scan is running: expiry waits for it (:meth:`_scan_markers`)."""
         store.on_remove = self._removed
         store.on_failure = self._store_failed
         self._configure(config)
@@ -141,19 +163,34 @@ class Stream:
         return len(self.public_consumers())
 
     def start(self) -> None:
-        """Subscribe, expire what is already too old, arm the expiry timer."""
-        if self.config.subject_delete_marker_ttl > 0:
-            self._scan_markers()
+        """Subscribe, expire what is already too old, arm the expiry timer (after the marker
+        scan when subject delete markers are on)."""
         self._subscribe()
         self.active = True
+        if self.config.subject_delete_marker_ttl > 0:
+            self._scan_markers()
+            return
         self.store.expire()
         self._arm_expiry(force=True)
+
+    def _spawn(self, work: Any) -> None:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _stop_tasks(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._held = None
 
     async def close(self) -> None:
         """Stop taking messages, send the acks still queued, close the store."""
         self._unsubscribe()
         self.active = False
         self._cancel_expiry()
+        await self._stop_tasks()
         if self._flusher is not None:
             await asyncio.shield(self._flusher)
         await self.store.aclose()
@@ -163,6 +200,7 @@ class Stream:
         self._unsubscribe()
         self.active = False
         self._cancel_expiry()
+        await self._stop_tasks()
         if self._flusher is not None:
             await asyncio.shield(self._flusher)
         await self.store.adelete()
@@ -294,16 +332,63 @@ class Stream:
         if ttl > 0 or (self._expiry is None and self.config.max_age > 0):
             self._arm_expiry()
 
-    def load_dedupe(self) -> None:
-        """Recover message ids inside the duplicate window, and the last message's id.
+    async def _walk(self, start: int) -> AsyncIterator[list[StoredMsg]]:
+        """The stored messages from ``start`` on, in batches, yielding to the loop once a pass
+        has used its slice: a walk over a stream of a million messages takes seconds.
 
-        Done on the first message that needs them (one with ``Nats-Msg-Id`` or
-        ``Nats-Expected-Last-Msg-Id``), not at start-up, because it reads every message of
-        the window back from the store.
+        Messages stored or removed meanwhile are seen or not as the walk reaches them. Ends
+        quietly when the store closes under it (the stream went away)."""
+        budget = PassBudget()
+        seq = start
+        while True:
+            try:
+                batch = self.store.load_next_batch(">", seq, WALK_BATCH, WALK_BYTES)
+            except StoreError:
+                return
+            if not batch:
+                return
+            yield batch
+            seq = batch[-1].seq + 1
+            await budget.tick()
+
+    def dedupe_loaded(self) -> bool:
+        """Whether the message ids of the duplicate window are loaded."""
+        return self._dedupe_loaded
+
+    def holding(self) -> bool:
+        """Whether messages wait for the dedupe window (every new one must wait behind them)."""
+        return self._held is not None
+
+    def hold(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        """Keep a message (and every one after it) until the dedupe window is loaded.
+
+        The window is loaded on the first message that needs it (one with ``Nats-Msg-Id`` or
+        ``Nats-Expected-Last-Msg-Id``), not at start-up, because it reads every message of the
+        window back from the store: seconds for a large window, so it runs in slices
+        (:meth:`_walk`). The stream's later messages wait behind the first one, so they are
+        stored in the order they arrived, then all are processed as if they had just come in.
         """
-        if self._dedupe_loaded:
-            return
+        if self._held is None:
+            self._held = deque()
+            self._spawn(self._load_then_release())
+        self._held.append((subject, reply, hdr, payload))
+
+    async def _load_then_release(self) -> None:
+        try:
+            await self._load_dedupe()
+        except Exception:
+            log.exception("JetStream failed to load the duplicate window of '%s'", self.name)
         self._dedupe_loaded = True
+        budget = PassBudget()
+        held = self._held
+        while held:
+            subject, reply, hdr, payload = held.popleft()
+            publish.process_now(self, subject, reply, hdr, payload)
+            await budget.tick()
+        self._held = None
+
+    async def _load_dedupe(self) -> None:
+        """Recover message ids inside the duplicate window, and the last message's id."""
         store = self.store
         last = store.load_last(">")
         if last is not None and last.seq == self.lseq and last.hdr:
@@ -311,27 +396,37 @@ class Stream:
         window = self.config.duplicate_window
         if window <= 0 or last is None:
             return
-        seq = store.seq_from_time(time.time_ns() - window)
-        while True:
-            msg = store.load_next(">", seq)
-            if msg is None:
-                break
-            if msg.hdr:
-                msg_id = headers.get(msg.hdr, publish.MSG_ID)
-                if msg_id:
-                    self.dedupe.record(msg_id, msg.seq, msg.ts)
-            seq = msg.seq + 1
+        loaded: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        async for batch in self._walk(store.seq_from_time(time.time_ns() - window)):
+            for msg in batch:
+                if msg.hdr:
+                    msg_id = headers.get(msg.hdr, publish.MSG_ID)
+                    if msg_id:
+                        loaded[msg_id] = (msg.seq, msg.ts)
+                        loaded.move_to_end(msg_id)
+        # Ids recorded meanwhile (a mirror or source storing) are newer: they stay last.
+        self.dedupe.load_older(loaded)
 
     def _scan_markers(self) -> None:
-        """Find stored delete markers, so their own expiry does not mint new markers."""
-        seq = 0
-        while True:
-            msg = self.store.load_next(">", seq)
-            if msg is None:
-                return
-            if msg.hdr and publish.MARKER_REASON.encode() in msg.hdr:
-                self.markers.add(msg.seq)
-            seq = msg.seq + 1
+        """Find stored delete markers, so their own expiry does not mint new markers.
+
+        A walk over the whole stream in slices; expiry (what would mint markers) waits for it.
+        """
+        self._cancel_expiry()
+        if not self._scanning:
+            self._scanning = True
+            self._spawn(self._scan_then_expire())
+
+    async def _scan_then_expire(self) -> None:
+        try:
+            async for batch in self._walk(0):
+                for msg in batch:
+                    if msg.hdr and publish.MARKER_REASON.encode() in msg.hdr:
+                        self.markers.add(msg.seq)
+        finally:
+            self._scanning = False
+        if self.active:
+            self._expire()
 
     # --- consumers -----------------------------------------------------------------------
 
@@ -357,24 +452,32 @@ class Stream:
                 return
         self.store.remove_msg(seq)
 
-    def consumer_removed(self, consumer: Any) -> None:
-        """Interest retention: messages only the removed consumer still needed go away."""
+    async def consumer_removed(self, consumer: Any) -> None:
+        """Interest retention: messages only the removed consumer still needed go away.
+
+        Those are the ones it had pending and everything from its cursor on: a walk in slices
+        (:meth:`_walk`), each message checked against the consumers there are at that moment.
+        """
         if self.config.retention != "interest":
             return
-        seqs = list(consumer.pending)
-        start = consumer.sseq
-        while True:
-            msg = self.store.load_next(">", start)
-            if msg is None:
-                break
-            seqs.append(msg.seq)
-            start = msg.seq + 1
-        for seq in seqs:
-            msg = self.store.load_msg(seq)
-            if msg is None or not consumer.wants(msg.subject):
-                continue
-            if not any(c.needs(seq, msg.subject) for c in self.consumers.values()):
-                self.store.remove_msg(seq)
+        budget = PassBudget()
+        try:
+            for seq in list(consumer.pending):
+                msg = self.store.load_msg(seq)
+                if msg is not None:
+                    self._drop_unwanted(msg, consumer)
+                await budget.tick()
+            async for batch in self._walk(consumer.sseq):
+                for msg in batch:
+                    self._drop_unwanted(msg, consumer)
+        except StoreError:
+            return  # the stream closed or its store failed meanwhile: nothing left to free
+
+    def _drop_unwanted(self, msg: StoredMsg, removed: Any) -> None:
+        if not removed.wants(msg.subject):
+            return
+        if not any(c.needs(msg.seq, msg.subject) for c in self.consumers.values()):
+            self.store.remove_msg(msg.seq)
 
     # --- replies -------------------------------------------------------------------------
 
@@ -481,7 +584,7 @@ class Stream:
     # --- expiry and markers --------------------------------------------------------------
 
     def _arm_expiry(self, force: bool = False) -> None:
-        if not self.active:
+        if not self.active or self._scanning:
             return
         deadline = self.store.next_expiry()
         if deadline is None:
