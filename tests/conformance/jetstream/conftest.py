@@ -6,6 +6,7 @@ writes survive a kill (nats-server fsyncs every 2 minutes by default)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import nats
 import pytest
@@ -32,3 +33,30 @@ def headwater() -> Iterator[ServerProcess]:
         yield srv
     finally:
         srv.cleanup()
+
+
+@pytest.fixture(params=["ack", "interval"])
+def hw(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerProcess]:
+    """A fresh Headwater server alone, once per sync policy: the default (fsync before every
+    ack) and a periodic one (``sync_interval: "2m"``), for tests of what survives a crash."""
+    args: list[str] = []
+    if request.param == "interval":
+        conf = tmp_path / "sync.conf"
+        conf.write_text('listen: 127.0.0.1:-1\njetstream { sync_interval: "2m" }\n')
+        args = ["-c", str(conf)]
+    srv = ServerProcess("headwater", args=args, jetstream=True)
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.cleanup()
+
+
+@pytest.fixture
+async def clients() -> AsyncIterator[list[Client]]:
+    """A list to put nats-py connections in; each is closed after the test."""
+    made: list[Client] = []
+    yield made
+    for nc in made:
+        if not nc.is_closed:
+            await nc.close()

@@ -11,42 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import nats
 import nats.errors
-import pytest
 from nats.aio.client import Client
 from nats.js.api import ConsumerConfig, StreamConfig
 
 from headwater.testing import ServerProcess
 
 STATE_FILES = ("o.json", ".o.json.bak", "o.next.json")
-
-
-@pytest.fixture(params=["ack", "interval"])
-def hw(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerProcess]:
-    args: list[str] = []
-    if request.param == "interval":
-        conf = tmp_path / "sync.conf"
-        conf.write_text('listen: 127.0.0.1:-1\njetstream { sync_interval: "2m" }\n')
-        args = ["-c", str(conf)]
-    srv = ServerProcess("headwater", args=args, jetstream=True)
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.cleanup()
-
-
-@pytest.fixture
-async def clients() -> AsyncIterator[list[Client]]:
-    made: list[Client] = []
-    yield made
-    for nc in made:
-        if not nc.is_closed:
-            await nc.close()
 
 
 async def connect(srv: ServerProcess, clients: list[Client]) -> Client:

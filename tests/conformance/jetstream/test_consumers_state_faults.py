@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import nats
@@ -22,30 +21,6 @@ from nats.js.api import ConsumerConfig
 
 from headwater.server.consumers.state import read_state
 from headwater.testing import ServerProcess
-
-
-@pytest.fixture(params=["ack", "interval"])
-def hw(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerProcess]:
-    args: list[str] = []
-    if request.param == "interval":
-        conf = tmp_path / "sync.conf"
-        conf.write_text('listen: 127.0.0.1:-1\njetstream { sync_interval: "2m" }\n')
-        args = ["-c", str(conf)]
-    srv = ServerProcess("headwater", args=args, jetstream=True)
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.cleanup()
-
-
-@pytest.fixture
-async def clients() -> AsyncIterator[list[Client]]:
-    made: list[Client] = []
-    yield made
-    for nc in made:
-        if not nc.is_closed:
-            await nc.close()
 
 
 def consumer_dir(srv: ServerProcess, stream: str, name: str) -> Path:

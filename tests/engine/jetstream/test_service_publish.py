@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import errno
 import json
 import os
 import threading
@@ -312,3 +313,34 @@ async def test_interest_retention_without_interest_stores_nothing(start: Start) 
     stream.interest_filters.append("interest")
     assert (await js.publish("interest", b"kept")).seq == 2
     assert stream.state().msgs == 1
+
+
+async def test_a_failed_fsync_stops_the_stream_until_it_is_reopened(start: Start) -> None:
+    """After a failed fsync the kernel may have dropped the dirty pages, so a later fsync that
+    succeeds proves nothing: the stream refuses every write (10077) and says so in an
+    advisory, even once the disk works again; reads go on."""
+    srv, nc = await start()
+    js = nc.jetstream()
+    await js.add_stream(name="F", subjects=["f"])
+    assert (await js.publish("f", b"kept")).seq == 1
+    advisories = await nc.subscribe("$JS.EVENT.ADVISORY.SERVER.OUT_OF_STORAGE")
+    io = srv.jetstream.streams["F"].store._io
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    io.fsync = failing_fsync  # type: ignore[method-assign]
+    with pytest.raises(APIError) as info:
+        await js.publish("f", b"not acknowledged")
+    assert info.value.err_code == 10077
+    del io.fsync  # the disk answers again: no retry may make the stream writable
+    with pytest.raises(APIError) as again:
+        await js.publish("f", b"refused")
+    assert again.value.err_code == 10077
+    for request in ("STREAM.PURGE.F", "STREAM.MSG.DELETE.F"):
+        body = {"seq": 1} if "DELETE" in request else None
+        assert (await api(nc, request, body))["error"]["err_code"] == 10077, request
+    advisory = json.loads((await advisories.next_msg(timeout=2)).data)
+    assert advisory["type"] == "io.nats.jetstream.advisory.v1.server_out_of_space"
+    assert advisory["stream"] == "F"
+    assert (await js.get_msg("F", 1)).data == b"kept"

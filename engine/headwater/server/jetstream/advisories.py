@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = [
     "API_LIMIT_ADVISORY",
     "STREAM_ADVISORY",
+    "advisory_body",
     "api_limit_reached_body",
     "publish_stream_action",
     "stream_action_body",
@@ -31,20 +32,24 @@ API_LIMIT_ADVISORY = "$JS.EVENT.ADVISORY.API.LIMIT_REACHED"
 _SUBJECT_VERB = {"create": "CREATED", "modify": "UPDATED", "delete": "DELETED"}
 
 
-def stream_action_body(stream: str, action: str, template: str = "", domain: str = "") -> bytes:
-    """The JSON body of one ``io.nats.jetstream.advisory.v1.stream_action`` event."""
+def advisory_body(kind: str, domain: str, **fields: Any) -> bytes:
+    """An ``io.nats.jetstream.advisory.v1.<kind>`` body: type, id, timestamp, the fields in
+    order, then ``domain`` when set (the reference omits an empty one)."""
     body: dict[str, Any] = {
-        "type": "io.nats.jetstream.advisory.v1.stream_action",
+        "type": f"io.nats.jetstream.advisory.v1.{kind}",
         "id": secrets.token_hex(11),
         "timestamp": rfc3339(time.time_ns()),
-        "stream": stream,
-        "action": action,
+        **fields,
     }
-    if template:
-        body["template"] = template
     if domain:
         body["domain"] = domain
     return dumps(body)
+
+
+def stream_action_body(stream: str, action: str, template: str = "", domain: str = "") -> bytes:
+    """The JSON body of one ``io.nats.jetstream.advisory.v1.stream_action`` event."""
+    extra = {"template": template} if template else {}
+    return advisory_body("stream_action", domain, stream=stream, action=action, **extra)
 
 
 def publish_stream_action(
@@ -60,13 +65,4 @@ def publish_stream_action(
 def api_limit_reached_body(server: str, dropped: int, domain: str = "") -> bytes:
     """``io.nats.jetstream.advisory.v1.api_limit_reached``: the API queue filled and
     ``dropped`` waiting requests were thrown away unanswered."""
-    body: dict[str, Any] = {
-        "type": "io.nats.jetstream.advisory.v1.api_limit_reached",
-        "id": secrets.token_hex(11),
-        "timestamp": rfc3339(time.time_ns()),
-        "server": server,
-        "dropped": dropped,
-    }
-    if domain:
-        body["domain"] = domain
-    return dumps(body)
+    return advisory_body("api_limit_reached", domain, server=server, dropped=dropped)

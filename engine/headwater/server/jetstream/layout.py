@@ -19,9 +19,11 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 import orjson
@@ -36,6 +38,8 @@ from headwater.server.store.atomic import (
 
 from .streamconfig import StreamConfig, config_from_json, config_to_json
 from .wire import dumps, rfc3339
+
+T = TypeVar("T")
 
 __all__ = [
     "META_FILE",
@@ -122,28 +126,39 @@ class StoredStream:
 
 def load_streams(root: Path) -> list[StoredStream]:
     """Every stream directory with a readable ``meta.inf``; unreadable ones are logged."""
-    base = streams_dir(root)
+    return [
+        StoredStream(cfg, created, entry)
+        for entry, (cfg, created) in load_metas(streams_dir(root), _parse_meta, "stream")
+    ]
+
+
+def load_metas(base: Path, parse: Callable[[bytes], T], what: str) -> list[tuple[Path, T]]:
+    """``parse`` of the ``meta.inf`` of every directory under ``base``, with each directory.
+
+    A ``meta.inf`` found empty or torn is read from its ``.bak`` copy, with a warning; one
+    that neither copy can give is logged and left out (its directory stays for a human).
+    """
     if not base.is_dir():
         return []
-    found: list[StoredStream] = []
+    found: list[tuple[Path, T]] = []
     for entry in sorted(base.iterdir()):
         meta = entry / META_FILE
         if not meta.is_file() and not backup_path(meta).is_file():
             continue
         try:
-            recovered = read_with_fallback(meta, _parse_meta)
+            recovered = read_with_fallback(meta, parse)
         except UnreadableFile as exc:
-            log.error("Error recovering stream %r: %s", entry.name, exc)
+            log.error("Error recovering %s %r: %s", what, entry.name, exc)
             continue
         if recovered.skipped:
             log.warning(
-                "stream %r: unreadable %s; recovered its config from %s",
+                "%s %r: unreadable %s; recovered its config from %s",
+                what,
                 entry.name,
                 "; ".join(recovered.skipped),
                 recovered.path.name,
             )
-        cfg, created = recovered.value
-        found.append(StoredStream(cfg, created, entry))
+        found.append((entry, recovered.value))
     return found
 
 

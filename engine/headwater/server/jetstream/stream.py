@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
@@ -46,6 +45,7 @@ from headwater.server.store.base import (
 from headwater.server.subscription import Subscription
 
 from . import direct, errors, publish
+from .advisories import advisory_body
 from .errors import ApiError
 from .streamconfig import StreamConfig
 from .streamconfig_validate import go_duration
@@ -547,17 +547,14 @@ class Stream:
         write until the stream is reopened from disk (a server restart)."""
         log.error("JetStream stream '%s' is read-only: %s", self.name, exc)
         server = self.client.server
-        body: dict[str, Any] = {
-            "type": "io.nats.jetstream.advisory.v1.server_out_of_space",
-            "id": secrets.token_hex(11),
-            "timestamp": rfc3339(time.time_ns()),
-            "server": server.name,
-            "server_id": server.server_id,
-            "stream": self.name,
-        }
-        if self.domain:
-            body["domain"] = self.domain
-        self.client.publish("$JS.EVENT.ADVISORY.SERVER.OUT_OF_STORAGE", dumps(body))
+        body = advisory_body(
+            "server_out_of_space",
+            self.domain or "",
+            server=server.name,
+            server_id=server.server_id,
+            stream=self.name,
+        )
+        self.client.publish("$JS.EVENT.ADVISORY.SERVER.OUT_OF_STORAGE", body)
 
     # --- republish -----------------------------------------------------------------------
 

@@ -38,15 +38,13 @@ import msgspec
 import orjson
 
 from headwater.server.store.atomic import (
-    UnreadableFile,
-    backup_path,
     fsync_dir,
-    read_with_fallback,
     write_atomic,
 )
 from headwater.server.subscription import Subscription
 
 from . import errors, publish
+from .layout import load_metas
 from .streamconfig import StreamConfig, config_from_json, config_to_json
 from .streamconfig_validate import NO_LIMITS, validate_create
 from .wire import dumps
@@ -144,28 +142,7 @@ def remove_template_dir(root: Path, name: str) -> None:
 
 def load_templates(root: Path) -> list[TemplateConfig]:
     """Every stored template with a readable ``meta.inf``; unreadable ones are logged."""
-    base = templates_dir(root)
-    if not base.is_dir():
-        return []
-    found: list[TemplateConfig] = []
-    for entry in sorted(base.iterdir()):
-        meta = entry / META_FILE
-        if not meta.is_file() and not backup_path(meta).is_file():
-            continue
-        try:
-            recovered = read_with_fallback(meta, _parse_template)
-        except UnreadableFile as exc:
-            log.error("Error recovering stream template %r: %s", entry.name, exc)
-            continue
-        if recovered.skipped:
-            log.warning(
-                "stream template %r: unreadable %s; recovered from %s",
-                entry.name,
-                "; ".join(recovered.skipped),
-                recovered.path.name,
-            )
-        found.append(recovered.value)
-    return found
+    return [cfg for _, cfg in load_metas(templates_dir(root), _parse_template, "stream template")]
 
 
 def _parse_template(data: bytes) -> TemplateConfig:
