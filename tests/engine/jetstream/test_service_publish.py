@@ -23,6 +23,7 @@ from nats.aio.client import Client
 from nats.js.errors import APIError
 
 from headwater.server.config.settings import JetStreamSettings, Settings
+from headwater.server.jetstream import errors, publish
 from headwater.server.node import Server
 from headwater.server.services import attach_services
 
@@ -344,3 +345,19 @@ async def test_a_failed_fsync_stops_the_stream_until_it_is_reopened(start: Start
     assert advisory["type"] == "io.nats.jetstream.advisory.v1.server_out_of_space"
     assert advisory["stream"] == "F"
     assert (await js.get_msg("F", 1)).data == b"kept"
+
+
+async def test_admit_says_what_happened_and_answers_nobody(start: Start) -> None:
+    """``publish.admit`` decides and stores; answering is the stream's (``Stream.answer``)."""
+    srv, nc = await start()
+    js = nc.jetstream()
+    await js.add_stream(name="AD", subjects=["ad"], max_msg_size=64)
+    stream = srv.jetstream.streams["AD"]
+    replies = await nc.subscribe("_NOBODY.>")
+    msg_id = b"NATS/1.0\r\nNats-Msg-Id: one\r\n\r\n"
+    assert publish.admit(stream, "ad", msg_id, b"x") == publish.Stored(1)
+    assert publish.admit(stream, "ad", msg_id, b"y") == publish.Stored(1, duplicate=True)
+    assert publish.admit(stream, "ad", None, b"x" * 65) is errors.STREAM_MESSAGE_EXCEEDS_MAXIMUM
+    assert stream.state().msgs == 1
+    with pytest.raises(nats.errors.TimeoutError):
+        await replies.next_msg(timeout=0.2)

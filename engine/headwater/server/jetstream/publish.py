@@ -21,7 +21,7 @@ text, e.g. "maximum messages exceeded").
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from headwater.server.protocol import headers
 from headwater.server.store.base import StoreError
@@ -32,7 +32,7 @@ from .wire import go_int, parse_go_duration
 if TYPE_CHECKING:
     from .stream import Stream
 
-__all__ = ["Dedupe", "parse_ttl", "process", "process_now"]
+__all__ = ["HOLD", "Dedupe", "Outcome", "Stored", "admit", "parse_ttl", "process", "process_now"]
 
 MSG_ID = "Nats-Msg-Id"
 EXPECTED_STREAM = "Nats-Expected-Stream"
@@ -43,6 +43,24 @@ EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 ROLLUP = "Nats-Rollup"
 MSG_TTL = "Nats-TTL"
 MARKER_REASON = "Nats-Marker-Reason"
+
+
+class Stored(NamedTuple):
+    """The message has its sequence: stored now, or earlier (a duplicate ``Nats-Msg-Id``),
+    or used up without storing (an interest stream nobody wants it from)."""
+
+    seq: int
+    duplicate: bool = False
+
+
+class _Hold:
+    """The message must wait until the duplicate window is loaded (:meth:`Stream.hold`)."""
+
+
+HOLD: Final = _Hold()
+
+Outcome = Stored | errors.ApiError | _Hold
+"""What :func:`admit` decided; the stream answers it (:meth:`Stream.answer`)."""
 
 MAX_HEADER_SIZE = 65535
 SECOND = 1_000_000_000
@@ -144,24 +162,29 @@ def process(stream: Stream, subject: str, reply: str, hdr: bytes | None, payload
 def process_now(
     stream: Stream, subject: str, reply: str, hdr: bytes | None, payload: bytes
 ) -> None:
-    """:func:`process` for a message nothing is held before."""
-    cfg = stream.config
+    """:func:`process` for a message nothing is held before: admit it, answer the outcome."""
     if not stream.active:
         return
-    arrived = subject, hdr
-    respond = reply if reply and not cfg.no_ack else ""
+    outcome = admit(stream, subject, hdr, payload)
+    if outcome is HOLD:
+        stream.hold(subject, reply, hdr, payload)
+        return
+    stream.answer(reply if reply and not stream.config.no_ack else "", outcome)
+
+
+def admit(stream: Stream, subject: str, hdr: bytes | None, payload: bytes) -> Outcome:
+    """Check one message against the stream's rules, in nats-server's order, and store it if
+    they allow: what happened, for the stream to answer (it does no replying itself)."""
+    cfg = stream.config
     if stream.input_transform is not None:
         subject = stream.input_transform.apply(subject)
     if cfg.sealed:
-        stream.reply_error(respond, errors.STREAM_SEALED)
-        return
+        return errors.STREAM_SEALED
     hdr = hdr or b""
     if cfg.max_msg_size >= 0 and len(hdr) + len(payload) > cfg.max_msg_size:
-        stream.reply_error(respond, errors.STREAM_MESSAGE_EXCEEDS_MAXIMUM)
-        return
+        return errors.STREAM_MESSAGE_EXCEEDS_MAXIMUM
     if len(hdr) > MAX_HEADER_SIZE:
-        stream.reply_error(respond, errors.STREAM_HEADER_EXCEEDS_MAXIMUM)
-        return
+        return errors.STREAM_HEADER_EXCEEDS_MAXIMUM
     msg_id = ""
     rollup = ""
     ttl = 0
@@ -169,56 +192,42 @@ def process_now(
     if hdr:
         name = headers.get(hdr, EXPECTED_STREAM)
         if name and name != cfg.name:
-            stream.reply_error(respond, errors.STREAM_NOT_MATCH)
-            return
+            return errors.STREAM_NOT_MATCH
         ttl, ttl_ok = parse_ttl(headers.get(hdr, MSG_TTL))
         if ttl != 0 and not cfg.allow_msg_ttl:
-            stream.reply_error(respond, errors.MESSAGE_TTL_DISABLED)
-            return
+            return errors.MESSAGE_TTL_DISABLED
         found = _expected_seq_mismatch(stream, hdr, subject)
         if found is not None:
-            stream.reply_error(respond, errors.STREAM_WRONG_LAST_SEQUENCE.format(seq=found))
-            return
+            return errors.STREAM_WRONG_LAST_SEQUENCE.format(seq=found)
         raw_last = headers.get(hdr, EXPECTED_LAST_SEQ)
         if raw_last and go_int(raw_last) != stream.lseq:
-            stream.reply_error(respond, errors.STREAM_WRONG_LAST_SEQUENCE.format(seq=stream.lseq))
-            return
+            return errors.STREAM_WRONG_LAST_SEQUENCE.format(seq=stream.lseq)
         msg_id = headers.get(hdr, MSG_ID) or ""
         expected_id = headers.get(hdr, EXPECTED_LAST_MSG_ID)
         if (msg_id or expected_id) and not stream.dedupe_loaded():
             # The window's ids are read back from the store in slices first; this message
             # (and the stream's next ones) are then processed from the start.
-            stream.hold(arrived[0], reply, arrived[1], payload)
-            return
+            return HOLD
         if msg_id:
             original = stream.dedupe.lookup(msg_id, stream.clock())
             if original is not None:
-                stream.reply_duplicate(respond, original)
-                return
+                return Stored(original, duplicate=True)
         if expected_id and expected_id != stream.lmsgid:
-            stream.reply_error(respond, errors.STREAM_WRONG_LAST_MSG_ID.format(id=stream.lmsgid))
-            return
+            return errors.STREAM_WRONG_LAST_MSG_ID.format(id=stream.lmsgid)
         rollup = (headers.get(hdr, ROLLUP) or "").lower()
         if rollup:
             if not cfg.allow_rollup_hdrs or cfg.deny_purge:
-                stream.reply_error(
-                    respond, errors.STREAM_ROLLUP_FAILED.format(err="rollup not permitted")
-                )
-                return
+                return errors.STREAM_ROLLUP_FAILED.format(err="rollup not permitted")
             if rollup not in ("sub", "all"):
                 problem = f'rollup value invalid: "{rollup}"'
-                stream.reply_error(respond, errors.STREAM_ROLLUP_FAILED.format(err=problem))
-                return
+                return errors.STREAM_ROLLUP_FAILED.format(err=problem)
     if stream.resources.limits_exceeded(cfg.storage):
-        stream.reply_error(respond, errors.INSUFFICIENT_RESOURCES)
-        return
+        return errors.INSUFFICIENT_RESOURCES
     if not ttl_ok:
-        stream.reply_error(respond, errors.MESSAGE_TTL_INVALID)
-        return
+        return errors.MESSAGE_TTL_INVALID
     if cfg.retention == "interest" and not stream.has_interest(subject):
         # Nobody would ever consume it: the sequence is used up but nothing is stored.
-        stream.reply_ok(respond, stream.skip(msg_id))
-        return
+        return Stored(stream.skip(msg_id))
     marker_ttl = cfg.subject_delete_marker_ttl // SECOND
     if ttl > 0 and marker_ttl > 0 and cfg.max_msgs_per_subject != 1:
         # nats-server's rule: a message may not expire before the markers of its subject do,
@@ -231,10 +240,9 @@ def process_now(
     try:
         seq, ts = stream.store.store_msg(subject, hdr, payload, ttl * SECOND if ttl > 0 else ttl)
     except StoreError as exc:
-        stream.reply_error(respond, errors.STREAM_STORE_FAILED.format(err=str(exc)))
-        return
+        return errors.STREAM_STORE_FAILED.format(err=str(exc))
     after_store(stream, seq, ts, subject, hdr, payload, msg_id, ttl, rollup, last_on_subject)
-    stream.reply_ok(respond, seq)
+    return Stored(seq)
 
 
 def after_store(

@@ -481,6 +481,20 @@ class Stream:
 
     # --- replies -------------------------------------------------------------------------
 
+    def answer(self, reply: str, outcome: publish.Stored | ApiError) -> None:
+        """Answer a publish with what :func:`.publish.admit` decided: the ack (after the group
+        commit when acks wait for it), the duplicate's original sequence, or the error."""
+        if not reply:
+            return
+        if type(outcome) is publish.Stored:
+            if outcome.duplicate:
+                self.reply_duplicate(reply, outcome.seq)
+            else:
+                self.reply_ok(reply, outcome.seq)
+        else:
+            assert isinstance(outcome, ApiError)
+            self.reply_error(reply, outcome)
+
     def reply_error(self, reply: str, error: ApiError) -> None:
         if reply:
             body = dumps({"error": error.to_dict(), "stream": self.name, "seq": 0})
