@@ -276,3 +276,25 @@ async def _round_trips_until(nc: Client, stop: asyncio.Future[object]) -> tuple[
         if not stop.done():
             done += 1
     return done, slowest
+
+
+PLAINTEXT_WARNING = "Plaintext passwords detected, use nkeys or bcrypt"
+MIXED_BOB = '{user: b, password: "x"}'
+
+
+@pytest.mark.parametrize("kind", BOTH)
+@pytest.mark.parametrize(
+    ("body", "warned"),
+    [
+        ('authorization { user: a, password: "plain" }', True),
+        (f'authorization {{ user: a, password: "{PASSWORD_HASH}" }}', False),
+        (f'authorization {{ users: [{{user: a, password: "{ALICE_HASH}"}}, {MIXED_BOB}] }}', True),
+        (f'authorization {{ token: "{TOKEN}" }}', False),
+    ],
+    ids=["plain", "bcrypt", "users-mixed", "token"],
+)
+def test_plaintext_passwords_are_warned_about_at_start_up(
+    kind: str, body: str, warned: bool, tmp_path: Path
+) -> None:
+    for srv in _serve(kind, ["-c", _conf(tmp_path, body)]):
+        assert (PLAINTEXT_WARNING in srv.log()) is warned, srv.log()

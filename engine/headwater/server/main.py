@@ -13,6 +13,7 @@ import uvloop
 from headwater import __version__
 from headwater.server import config
 from headwater.server import log as server_log
+from headwater.server.connections.auth import plaintext_passwords
 from headwater.server.node import Server
 from headwater.server.watchdog import from_environment as stall_watchdog
 
@@ -65,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     server_log.setup(loaded.settings.log)
     for warning in loaded.warnings:
         log.warning("%s", warning)
+    if plaintext_passwords(loaded.settings.auth):
+        # nats-server's start-up warning: a config file holding passwords in clear text.
+        log.warning("Plaintext passwords detected, use nkeys or bcrypt")
     cluster = loaded.settings.cluster
     if cluster.port or cluster.routes:
         # Accepted so nats-server configs start, but said out loud: nothing listens for routes

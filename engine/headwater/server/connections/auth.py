@@ -66,6 +66,14 @@ def run_check(check: SecretCheck) -> str | None:
     return check.user if ok else None
 
 
+def plaintext_passwords(settings: AuthSettings) -> bool:
+    """Whether a configured password (not a token) is stored in clear rather than as a bcrypt
+    hash: nats-server warns about it at start-up."""
+    if settings.password and not is_bcrypt(settings.password):
+        return True
+    return any(u.password and not is_bcrypt(u.password) for u in settings.users)
+
+
 def _compare(user: str, configured: str, given: str) -> str | SecretCheck | None:
     """Grant ``user`` if ``given`` is the ``configured`` secret (or a bcrypt check to run)."""
     if is_bcrypt(configured):
