@@ -84,7 +84,7 @@ def make(n: int, **cfg: Any) -> tuple[Stream, Consumer]:
 def deliver(consumer: Consumer, n: int) -> list[int]:
     out = []
     for _ in range(n):
-        item = consumer._next()
+        item = consumer.next_message()
         assert item is not None
         consumer.deliver("inbox", *item)
         out.append(item[0].seq)
@@ -117,7 +117,7 @@ async def test_nak_queues_redelivery_with_higher_count() -> None:
     stream, c = make(2)
     deliver(c, 2)
     c.process_nak(1, 1, 0)
-    item = c._next()
+    item = c.next_message()
     assert item is not None and (item[0].seq, item[1]) == (1, 2)
     c.deliver("inbox", *item)
     assert c.rdc == {1: 2} and c.dseq == 3
@@ -137,7 +137,7 @@ async def test_ack_wait_expiry_redelivers_and_max_deliver_stops() -> None:
     await asyncio.sleep(0.12)
     assert list(c.rdq) == [1] and exhausted == []
     # Exhaustion is noticed when the message would go out a third time.
-    assert c._next() is None
+    assert c.next_message() is None
     assert exhausted == [(1, 2)]
     assert (c.pending, c.rdc) == ({}, {1: 2})
     c.stop(deleted=False)
@@ -190,7 +190,7 @@ async def test_read_ahead_skips_messages_removed_after_they_were_read() -> None:
     stream.store.remove_msg(3)
     stream.store.remove_msg(4)
     assert deliver(c, 3) == [2, 5, 6]
-    assert c._next() is None
+    assert c.next_message() is None
     stream.store.store_msg("s.new", b"", b"late")
     assert deliver(c, 1) == [7]  # appended after the buffer ran dry: read again
     c.stop(deleted=False)
@@ -207,8 +207,8 @@ async def test_read_ahead_is_dropped_when_the_filter_changes() -> None:
 
 async def test_unget_returns_the_same_message_next() -> None:
     _, c = make(3)
-    item = c._next()
+    item = c.next_message()
     assert item is not None and item[0].seq == 1
-    c._unget(item[0].seq, item[1])
+    c.put_back(item[0].seq, item[1])
     assert deliver(c, 3) == [1, 2, 3]
     c.stop(deleted=False)

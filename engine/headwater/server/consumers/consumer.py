@@ -1,16 +1,16 @@
 """One consumer's runtime: what it has delivered, what awaits an ack, and when to redeliver.
 
-State follows nats-server's model so CONSUMER.INFO numbers match it:
+Who owns what:
 
-* ``dseq`` / ``sseq`` — the last consumer sequence delivered and the next stream sequence to
-  look at;
-* ``pending`` — stream seq -> :class:`Pending` (the consumer seq of its first delivery and
-  its ack deadline), in stream order (dict insertion order: first deliveries go out in
-  ascending stream order, redeliveries keep their slot);
-* ``rdc`` — delivery counts of messages delivered more than once;
-* ``rdq`` — stream sequences due for redelivery, served before new messages and regardless
-  of ``max_ack_pending`` (they are pending already: the limit holds back new deliveries only);
-* the ack floor ``(adflr, asflr)``: everything at or below it is acknowledged.
+* ``ack_state`` (:class:`.ackstate.AckState`) — delivered count ``dseq``, the ``pending``
+  messages awaiting an ack, redelivery counts and queue, the ack floor; read-only views of
+  them are properties here (CONSUMER.INFO, the state file, retention). Due redeliveries are served
+  before new messages and regardless of ``max_ack_pending`` (they are pending already: the
+  limit holds back new deliveries only);
+* ``waiting`` (:class:`.pullqueue.WaitQueue`) — a pull consumer's waiting requests;
+* the consumer itself — the cursor ``sseq`` (the next stream sequence to look at), the
+  ``last_per_subject`` list, the pending-count cache, its one timer, the ack policy and
+  callbacks. :mod:`.pull`, :mod:`.push` and :mod:`.timers` use its public methods only.
 
 Delivery runs in :meth:`_pump`, scheduled with ``call_soon`` whenever something may have
 become deliverable (a new message, a pull request, an ack freeing ``max_ack_pending``, a
@@ -25,7 +25,6 @@ import collections
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from headwater.server.routing.subjects import subject_matches
@@ -33,14 +32,17 @@ from headwater.server.routing.sublist import SublistResult
 from headwater.server.store.base import StoredMsg
 from headwater.server.subscription import Subscription
 
-from . import acks, ackstate, pull, timers
+from . import acks, pull, timers
 from .acks import AckKind
+from .ackstate import AckState, Pending
 from .config import add_header, cfg_get, pause_ns, time_ns
-from .pull import WaitQueue, pending_status
-from .redelivery import RedeliveryQueue
+from .pull import pending_status
+from .pullqueue import WaitQueue
 
 if TYPE_CHECKING:
     from headwater.server.jetstream.stream import Stream
+
+    from .redelivery import RedeliveryQueue
 
 __all__ = ["Consumer", "Pending"]
 
@@ -55,16 +57,6 @@ lookup instead of one per message is most of what a fast consumer spends reading
 bound keeps a thousand consumers of large messages from holding much memory."""
 
 
-@dataclass
-class Pending:
-    cseq: int
-    """Consumer sequence of its first delivery (kept across redeliveries)."""
-    deadline: float
-    """Monotonic time (s) after which the message is due for redelivery."""
-    ts: int
-    """Wall-clock time (ns) of its latest delivery."""
-
-
 class Consumer:
     """A consumer bound to its stream. ``config`` is the defaulted, validated config."""
 
@@ -74,22 +66,17 @@ class Consumer:
         self.config = config
         self.created_ns = created_ns
         self.client = stream.client
-        self.dseq = 0
         self.sseq = 0
-        self.adflr = 0
-        self.asflr = 0
-        self.pending: dict[int, Pending] = {}
-        self.rdc: dict[int, int] = {}
-        self.rdq = RedeliveryQueue()
+        self.ack_state = AckState()
         self.lps: list[int] = []
         """Sequences still to deliver under ``last_per_subject`` before going on from sseq."""
         self.lps_end = 0
         """With ``last_per_subject``: the first sequence after the per-subject lasts."""
         self._from_lps = False
         self._npc: int | None = None
+        """Cached :meth:`num_pending`; None = recount."""
         self._npc_last = 0
         """The stream's last sequence when ``_npc`` was brought up to date."""
-        """Cached :meth:`num_pending`; None = recount."""
         self.waiting = WaitQueue(self.max_waiting)
         self.last_active = 0
         self.last_ack = 0
@@ -99,8 +86,9 @@ class Consumer:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._sub: Subscription | None = None
-        self._prefix = acks.ack_prefix(stream.name, name)
-        self._prefix_tokens = self._prefix.count(".")
+        self.ack_prefix = acks.ack_prefix(stream.name, name)
+        """The subject prefix of this consumer's ack replies."""
+        self._prefix_tokens = self.ack_prefix.count(".")
         self.on_change: Callable[[Consumer], None] | None = None
         """Called after state changes that must be persisted (set by the state store)."""
         self.on_ack_reply: Callable[[str], None] | None = None
@@ -143,6 +131,13 @@ class Consumer:
         wait = int(cfg_get(cfg, "ack_wait", 0))
         self._ack_wait_s = (wait if wait > 0 else DEFAULT_ACK_WAIT) / 1e9
 
+    def reconfigure(self, cfg: Any) -> None:
+        """Take an updated config: the per-message fields, the filters and ``max_waiting``
+        follow it."""
+        self.config = cfg
+        self.filters = self._filters()
+        self.waiting.limit = self.max_waiting
+
     @property
     def ack_wait(self) -> int:
         wait = int(cfg_get(self.config, "ack_wait", 0))
@@ -165,10 +160,10 @@ class Consumer:
         """Subscribe the ack subject; on a fresh consumer, place ``sseq`` by deliver policy."""
         if fresh:
             self._position()
-        self._sub = self.client.subscribe(self._prefix + ">", self._on_ack)
+        self._sub = self.client.subscribe(self.ack_prefix + ">", self._on_ack)
         self.paused_until = pause_ns(cfg_get(self.config, "pause_until", 0))
-        if self.pending:
-            self._arm_timer()
+        if self.ack_state.pending:
+            self.arm_timer()
         self.kick()
 
     def _position(self) -> None:
@@ -199,7 +194,7 @@ class Consumer:
             self.sseq = state.first_seq if state.msgs else state.last_seq + 1
         self.sseq = max(self.sseq, 1)
         # Everything below the starting point counts as acknowledged (nats-server's floor).
-        self.asflr = self.sseq - 1
+        self.ack_state.acked_below(self.sseq)
 
     def position_after_loss(self) -> None:
         """No delivery state survived on disk: start over from the config, so whatever may
@@ -211,7 +206,7 @@ class Consumer:
             store = self.stream.store
             if store.state().msgs:
                 self.sseq = max(store.seq_from_time(self.created_ns), 1)
-                self.asflr = self.sseq - 1
+                self.ack_state.acked_below(self.sseq)
 
     def stop(self, *, deleted: bool) -> None:
         """Stop delivering. Waiting pull requests are told why: the consumer was deleted, or
@@ -228,7 +223,7 @@ class Consumer:
         while self.waiting:
             req = self.waiting.pop()
             reason = "Consumer Deleted" if deleted else "Server Shutdown"
-            self._status(req.reply, pending_status(409, reason, req))
+            self.send_status(req.reply, pending_status(409, reason, req))
         if self.push is not None:
             self.push.stop()
 
@@ -251,10 +246,11 @@ class Consumer:
         """A ``CONSUMER.MSG.NEXT`` request (or ``+NXT``): see :func:`.pull.handle_request`."""
         pull.handle_request(self, reply, body)
 
-    def _has_next(self) -> bool:
-        if self.rdq or self.lps:
+    def has_next(self) -> bool:
+        """Whether a message could be delivered now (a redelivery is due, or a new one)."""
+        if self.ack_state.rdq or self.lps:
             return True
-        if self._paused():
+        if self.paused():
             return False
         return self._peek() is not None
 
@@ -265,21 +261,27 @@ class Consumer:
     def last_delivered_headers(self) -> dict[str, str]:
         """What idle heartbeats say was delivered last (ordered consumers check it)."""
         return {
-            "Nats-Last-Consumer": str(self.dseq),
+            "Nats-Last-Consumer": str(self.ack_state.dseq),
             "Nats-Last-Stream": str(self.delivered_stream_seq()),
         }
 
-    def _status(self, reply: str, hdr: bytes) -> None:
+    def send_status(self, reply: str, hdr: bytes) -> None:
+        """Send a status message (headers only) to ``reply``: a pull request's inbox."""
         self.client.publish(reply, b"", hdr=hdr)
 
     # --- delivery ------------------------------------------------------------------------
 
-    def _paused(self) -> bool:
+    def paused(self) -> bool:
+        """Whether the consumer is paused now (``pause_until`` still ahead)."""
         return self.paused_until > 0 and time.time_ns() < self.paused_until
 
-    def _can_send(self) -> bool:
+    def can_send(self) -> bool:
         """Whether a delivery pass may go on: a redelivery is due, or a new message fits."""
-        return bool(self.rdq) or self._room_for_new()
+        return bool(self.ack_state.rdq) or self._room_for_new()
+
+    def redelivery_due(self) -> bool:
+        """Whether redeliveries are queued (they go out even while paused)."""
+        return bool(self.ack_state.rdq)
 
     def _room_for_new(self) -> bool:
         """``max_ack_pending`` holds back new deliveries only, as in nats-server: due
@@ -288,7 +290,7 @@ class Consumer:
         limit = self.max_ack_pending
         if self.ack_policy == "none" or limit <= 0:
             return True
-        return len(self.pending) < limit
+        return len(self.ack_state.pending) < limit
 
     def _peek(self) -> StoredMsg | None:
         """The next message at or after the cursor that this consumer wants.
@@ -321,25 +323,26 @@ class Consumer:
                 best = msg
         return best
 
-    def _next(self) -> tuple[StoredMsg, int] | None:
+    def next_message(self) -> tuple[StoredMsg, int] | None:
         """The next message to deliver and its delivery count, advancing the cursors."""
         store = self.stream.store
         max_deliver = self.max_deliver
-        while self.rdq:
-            seq = self.rdq.pop()
-            if seq not in self.pending:
-                continue
-            dc = self.rdc.get(seq, 1) + 1
+        ack_state = self.ack_state
+        while ack_state.rdq:
+            item = ack_state.next_redelivery()
+            if item is None:
+                break
+            seq, dc = item
             if 0 < max_deliver < dc:
                 # Delivered as often as allowed. Like nats-server, this is noticed when the
                 # message would go out again: it leaves pending (its count stays) for good.
-                del self.pending[seq]
+                ack_state.exhausted(seq)
                 if self.on_max_deliveries is not None:
                     self.on_max_deliveries(self, seq, dc - 1)
                 continue
             msg = store.load_msg(seq)
             if msg is None:
-                self._forget(seq)
+                ack_state.forget(seq)
                 continue
             return msg, dc
         self._from_lps = False
@@ -386,14 +389,14 @@ class Consumer:
         else:
             self.stream.hungry.discard(self)
 
-    def _interest(self, subject: str) -> bool:
+    def has_listener(self, subject: str) -> bool:
         """Whether anybody listens on ``subject`` (a pull requester that went away does not)."""
         return bool(self.client.server.sublist.match(subject))
 
-    def _unget(self, seq: int, dc: int) -> None:
-        """Put back the message :meth:`_next` just returned, unsent (it did not fit)."""
+    def put_back(self, seq: int, dc: int) -> None:
+        """Put back the message :meth:`next_message` just returned, unsent (it did not fit)."""
         if dc > 1:
-            self.rdq.add(seq)
+            self.ack_state.redeliver(seq)
         elif self._from_lps:
             self.lps.insert(0, seq)
             self.sseq = seq
@@ -426,26 +429,16 @@ class Consumer:
     def deliver(self, subject: str, msg: StoredMsg, dc: int) -> None:
         """Send one message to ``subject`` and record the delivery."""
         now_ns = time.time_ns()
-        self.dseq += 1
-        cseq = self.dseq
         policy = self.ack_policy
         if policy == "none":
-            self.adflr, self.asflr = cseq, msg.seq
+            cseq = self.ack_state.delivered_acked(msg.seq)
         else:
             deadline = time.monotonic() + self._wait_for(dc)
-            previous = self.pending.get(msg.seq)
-            if previous is not None:
-                # A redelivery keeps the original consumer sequence (the ack floor is built
-                # on it, as nats-server's is); the reply subject carries the new one.
-                previous.deadline, previous.ts = deadline, now_ns
-            else:
-                self.pending[msg.seq] = Pending(cseq, deadline, now_ns)
-            if dc > 1:
-                self.rdc[msg.seq] = dc
-            self._arm_timer(self.pending[msg.seq].deadline)
+            cseq = self.ack_state.delivered(msg.seq, dc, deadline, now_ns)
+            self.arm_timer(deadline)
         self.last_active = now_ns
         pending = self.num_pending()
-        reply = acks.ack_reply(self._prefix, dc, msg.seq, cseq, msg.ts, pending)
+        reply = acks.ack_reply(self.ack_prefix, dc, msg.seq, cseq, msg.ts, pending)
         hdr: bytes | None = msg.hdr or None
         data = msg.data
         if self.headers_only:
@@ -528,28 +521,102 @@ class Consumer:
             )
 
     def process_ack(self, sseq: int, cseq: int) -> None:
-        ackstate.ack(self, sseq, cseq)
+        """+ACK: with ``all``, everything up to ``sseq`` goes; with ``explicit``, ``sseq``
+        (floors as :class:`.ackstate.AckState` moves them); ``none`` has nothing to ack."""
+        policy = self.ack_policy
+        ack_state = self.ack_state
+        if policy == "all":
+            done = ack_state.ack_all(sseq, cseq, self.sseq)
+            if done is None:
+                return
+            for seq in done:
+                self.stream_acked(seq)
+            self.kick()
+            return
+        if policy != "explicit":
+            return
+        if self.on_acked is not None:
+            pend = ack_state.pending.get(sseq)
+            if pend is not None:
+                self.on_acked(self, sseq, pend, ack_state.rdc.get(sseq, 1))
+        if ack_state.ack(sseq, self.sseq) is None:
+            return
+        self.stream_acked(sseq)
+        self.kick()
 
     def process_nak(self, sseq: int, dc: int, delay: int) -> None:
-        ackstate.nak(self, sseq, dc, delay)
+        """-NAK: redeliver now, or after ``delay`` ns (else the backoff step) if given."""
+        pend = self.ack_state.pending.get(sseq)
+        if pend is None:
+            return
+        if delay <= 0:
+            backoff = cfg_get(self.config, "backoff", None)
+            if backoff:
+                delay = int(backoff[min(dc - 1, len(backoff) - 1)])
+        if self.on_naked is not None:
+            self.on_naked(self, sseq, pend.cseq, dc)
+        if delay > 0:
+            deadline = time.monotonic() + delay / 1e9
+            self.ack_state.postpone(sseq, deadline)
+            self.arm_timer(deadline)
+            return
+        self.ack_state.redeliver(sseq)
+        self.kick()
 
     def process_progress(self, sseq: int) -> None:
-        ackstate.progress(self, sseq)
+        """+WPI: the message is being worked on; its ack wait starts again."""
+        deadline = time.monotonic() + self.ack_wait / 1e9
+        if self.ack_state.postpone(sseq, deadline):
+            self.arm_timer(deadline)
 
     def process_term(self, sseq: int, cseq: int, dc: int, reason: str) -> None:
-        ackstate.term(self, sseq, cseq, dc, reason)
+        """+TERM: never redeliver; acknowledged for floors and retention, with an advisory."""
+        if sseq not in self.ack_state.pending:
+            return
+        self.process_ack(sseq, cseq)
+        if self.on_terminated is not None:
+            self.on_terminated(self, sseq, cseq, dc, reason)
 
     def purged(self) -> None:
-        ackstate.purged(self)
+        """The stream was purged: skip what is gone, drop pending messages that no longer
+        exist, and lift the ack floor to below the new first message (nats-server's rules)."""
+        store = self.stream.store
+        state = store.state()
+        first = state.first_seq if state.msgs else state.last_seq + 1
+        if self.sseq < first:
+            self.sseq = first
+        self.ack_state.purged(first, lambda s: store.load_msg(s) is not None, self.sseq)
+        self.lps = [s for s in self.lps if s >= first]
+        self._npc = None
+        if self.on_change is not None:
+            self.on_change(self)
+        self.kick()
 
-    def _settle_floor(self) -> None:
-        if not self.pending:
-            self.adflr, self.asflr = self.dseq, max(self.sseq - 1, self.asflr)
+    # Read-only views of the ack state (CONSUMER.INFO, the state file, retention, tests).
 
-    def _forget(self, seq: int) -> None:
-        self.pending.pop(seq, None)
-        self.rdc.pop(seq, None)
-        self.rdq.discard(seq)
+    @property
+    def dseq(self) -> int:
+        return self.ack_state.dseq
+
+    @property
+    def adflr(self) -> int:
+        return self.ack_state.adflr
+
+    @property
+    def asflr(self) -> int:
+        return self.ack_state.asflr
+
+    @property
+    def pending(self) -> dict[int, Pending]:
+        return self.ack_state.pending
+
+    @property
+    def rdc(self) -> dict[int, int]:
+        return self.ack_state.rdc
+
+    @property
+    def rdq(self) -> RedeliveryQueue:
+        return self.ack_state.rdq
 
     on_terminated: Callable[[Consumer, int, int, int, str], None] | None = None
     on_max_deliveries: Callable[[Consumer, int, int], None] | None = None
@@ -568,20 +635,19 @@ class Consumer:
         """Whether this consumer still has to see (or ack) ``seq`` — for interest retention."""
         if not self.wants(subject):
             return False
-        if seq in self.pending or seq in self.lps:
+        if seq in self.ack_state.pending or seq in self.lps:
             return True
         return seq >= (self.lps_end if self.lps else self.sseq)
 
     # --- redelivery timer ----------------------------------------------------------------
 
-    def _arm_timer(self, at: float | None = None) -> None:
+    def arm_timer(self, at: float | None = None) -> None:
+        """Make the consumer's one timer fire by ``at`` (monotonic s); None = by the earliest
+        ack deadline not yet due."""
         if self.closed:
             return
         if at is None:
-            deadlines = [p.deadline for s, p in self.pending.items() if s not in self.rdq]
-            if not deadlines:
-                return
-            at = min(deadlines)
+            at = self.ack_state.next_deadline()
         if not at:
             return
         if self._timer is not None and self._timer_at <= at:
@@ -601,5 +667,5 @@ class Consumer:
     def set_pause(self, until_ns: int) -> None:
         self.paused_until = until_ns
         if until_ns:
-            self._arm_timer(time.monotonic() + max(until_ns - time.time_ns(), 0) / 1e9)
+            self.arm_timer(time.monotonic() + max(until_ns - time.time_ns(), 0) / 1e9)
         self.kick()

@@ -194,10 +194,8 @@ class ConsumerManager:
                 ccfg.stored_json(cfg),
                 consumer.created_ns,
             )
-        consumer.config = cfg
+        consumer.reconfigure(cfg)
         consumer.on_acked = self._ack_metric if sample_rate(cfg) > 0 else None
-        consumer.filters = consumer._filters()
-        consumer.waiting.limit = consumer.max_waiting
         self._refresh_interest(consumer.stream)
         consumer.kick()
 

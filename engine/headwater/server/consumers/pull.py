@@ -1,15 +1,14 @@
-"""Pull requests (``CONSUMER.MSG.NEXT``): parsing, the waiting queue, and status replies.
+"""Pull requests (``CONSUMER.MSG.NEXT``): parsing, serving the waiting queue, status replies.
 
 A request waits in the consumer's queue until its batch is filled, it expires, or (with
 ``no_wait``) the consumer has nothing more to give. The status messages sent to the
-request's inbox carry nats-server's codes and texts, because clients branch on them.
+request's inbox carry nats-server's codes and texts, because clients branch on them. The
+queue itself is :class:`.pullqueue.WaitQueue` (re-exported here with :class:`PullRequest`).
 """
 
 from __future__ import annotations
 
 import time
-from collections import deque
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import orjson
@@ -20,6 +19,7 @@ from headwater.server.protocol import headers
 
 from . import acks
 from .config import cfg_get
+from .pullqueue import PullRequest, WaitQueue
 
 if TYPE_CHECKING:
     from .consumer import Consumer
@@ -45,24 +45,6 @@ class BadPullRequest(Exception):
         super().__init__(description)
         self.code = code
         self.description = description
-
-
-@dataclass
-class PullRequest:
-    reply: str
-    batch: int
-    max_bytes: int
-    expires_at: float
-    """Monotonic deadline in seconds; 0 = never."""
-    no_wait: bool
-    heartbeat: float
-    delivered: int = 0
-    bytes: int = 0
-    last_sent: float = field(default_factory=time.monotonic)
-
-    @property
-    def remaining(self) -> int:
-        return self.batch - self.delivered
 
 
 def status_hdr(code: int, description: str, extra: dict[str, str] | None = None) -> bytes:
@@ -155,41 +137,12 @@ def _int(value: object, default: int) -> int:
     return default
 
 
-class WaitQueue:
-    """Waiting pull requests in arrival order, bounded by ``max_waiting``."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.requests: deque[PullRequest] = deque()
-
-    def __len__(self) -> int:
-        return len(self.requests)
-
-    def full(self) -> bool:
-        return self.limit > 0 and len(self.requests) >= self.limit
-
-    def add(self, req: PullRequest) -> None:
-        self.requests.append(req)
-
-    def peek(self) -> PullRequest | None:
-        return self.requests[0] if self.requests else None
-
-    def pop(self) -> PullRequest:
-        return self.requests.popleft()
-
-    def remove(self, req: PullRequest) -> None:
-        try:
-            self.requests.remove(req)
-        except ValueError:
-            return
-
-
 def handle_request(c: Consumer, reply: str, body: bytes) -> None:
     """Queue a pull request on consumer ``c``, or refuse it at once with a status."""
     if not reply or c.closed:
         return
     if not c.is_pull:
-        c._status(reply, status_hdr(409, "Consumer is push based"))
+        c.send_status(reply, status_hdr(409, "Consumer is push based"))
         return
     cfg = c.config
     try:
@@ -201,20 +154,20 @@ def handle_request(c: Consumer, reply: str, body: bytes) -> None:
             max_bytes=int(cfg_get(cfg, "max_bytes", 0)),
         )
     except BadPullRequest as exc:
-        c._status(reply, status_hdr(exc.code, exc.description))
+        c.send_status(reply, status_hdr(exc.code, exc.description))
         return
     c.last_active = time.time_ns()
     # With ``expires`` nats-server lets a no_wait request linger until something arrives.
-    if req.no_wait and not req.expires_at and not c._has_next():
-        c._status(reply, status_hdr(404, "No Messages"))
+    if req.no_wait and not req.expires_at and not c.has_next():
+        c.send_status(reply, status_hdr(404, "No Messages"))
         return
     if c.waiting.full():
-        c._status(reply, status_hdr(409, "Exceeded MaxWaiting"))
+        c.send_status(reply, status_hdr(409, "Exceeded MaxWaiting"))
         return
     c.waiting.add(req)
-    c._arm_timer(req.expires_at)
+    c.arm_timer(req.expires_at)
     if req.heartbeat:
-        c._arm_timer(time.monotonic() + req.heartbeat)
+        c.arm_timer(time.monotonic() + req.heartbeat)
     c.kick()
 
 
@@ -231,7 +184,7 @@ def pump(c: Consumer) -> None:
     changed = False
     checked: PullRequest | None = None
     budget = PassBudget()
-    while waiting and c._can_send() and not (c._paused() and not c.rdq):
+    while waiting and c.can_send() and not (c.paused() and not c.redelivery_due()):
         if changed and budget.spent():
             # More to give: the next pass goes on; no_wait requests are not done yet.
             c.kick()
@@ -242,27 +195,28 @@ def pump(c: Consumer) -> None:
         assert req is not None
         if req.expires_at and req.expires_at <= now:
             waiting.pop()
-            c._status(req.reply, pending_status(408, "Request Timeout", req))
+            c.send_status(req.reply, pending_status(408, "Request Timeout", req))
             continue
         if req is not checked:
             # Once per request per pass: a requester that went away gets nothing.
-            if not c._interest(req.reply):
+            if not c.has_listener(req.reply):
                 waiting.pop()
                 continue
             checked = req
-        item = c._next()
+        item = c.next_message()
         if item is None:
             break
         msg, dc = item
         size = len(msg.subject) + len(msg.hdr) + len(msg.data)
         if req.max_bytes:
             # nats-server counts the ack reply subject too (the one deliver() will build).
-            ack = acks.ack_reply(c._prefix, dc, msg.seq, c.dseq + 1, msg.ts, c.num_pending())
+            cseq = c.ack_state.dseq + 1
+            ack = acks.ack_reply(c.ack_prefix, dc, msg.seq, cseq, msg.ts, c.num_pending())
             size += len(ack)
         if req.max_bytes and req.bytes + size > req.max_bytes:
-            c._unget(msg.seq, dc)
+            c.put_back(msg.seq, dc)
             waiting.pop()
-            c._status(req.reply, pending_status(409, "Message Size Exceeds MaxBytes", req))
+            c.send_status(req.reply, pending_status(409, "Message Size Exceeds MaxBytes", req))
             continue
         c.deliver(req.reply, msg, dc)
         changed = True
@@ -279,6 +233,6 @@ def pump(c: Consumer) -> None:
             break
         waiting.pop()
         # nats-server says 404 here even after a partial batch.
-        c._status(req.reply, status_hdr(404, "No Messages"))
+        c.send_status(req.reply, status_hdr(404, "No Messages"))
     if changed and c.on_change is not None:
         c.on_change(c)

@@ -129,23 +129,23 @@ class PushDelivery:
         sent = False
         budget = PASS_BUDGET
         flow_control = self.flow_control
-        while c._can_send() and not (flow_control and self._in_flight > self._window):
-            if c._paused() and not c.rdq:
+        while c.can_send() and not (flow_control and self._in_flight > self._window):
+            if c.paused() and not c.redelivery_due():
                 break
-            item = c._next()
+            item = c.next_message()
             if item is None:
                 break
             msg, dc = item
             if self.replay_original and self._last_ts and dc == 1:
                 wait = (msg.ts - self._last_ts) / 1e9 - (time.monotonic() - self._last_at)
                 if wait > 0:
-                    c._unget(msg.seq, dc)
+                    c.put_back(msg.seq, dc)
                     self._replay = asyncio.get_running_loop().call_later(wait, self._on_replay)
                     break
             if self.rate_bps:
                 wait = self._rate_wait(len(msg.subject) + len(msg.hdr) + len(msg.data))
                 if wait > 0:
-                    c._unget(msg.seq, dc)
+                    c.put_back(msg.seq, dc)
                     loop = asyncio.get_running_loop()
                     self._replay = loop.call_later(wait, self._on_rate)
                     break

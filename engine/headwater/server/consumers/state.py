@@ -51,7 +51,7 @@ from headwater.server.store.atomic import (
     write_atomic,
 )
 
-from .consumer import Pending
+from .ackstate import Pending
 
 if TYPE_CHECKING:
     from .consumer import Consumer
@@ -128,16 +128,18 @@ def restore(c: Consumer, data: bytes) -> None:
     """Load saved state. A pending message's ack wait runs from its last delivery, so one
     whose wait passed while the server was down is redelivered at once."""
     state = parse_state(data)
-    c.dseq = int(state["dseq"])
     c.sseq = int(state["sseq"])
-    c.adflr = int(state["adflr"])
-    c.asflr = int(state["asflr"])
     now, wall = time.monotonic(), time.time_ns()
-    c.pending = {
-        int(s): Pending(int(cseq), now + (int(ts) + c.ack_wait - wall) / 1e9, int(ts))
-        for s, cseq, ts in state.get("pending", [])
-    }
-    c.rdc = {int(s): int(n) for s, n in state.get("rdc", [])}
+    c.ack_state.restore(
+        int(state["dseq"]),
+        int(state["adflr"]),
+        int(state["asflr"]),
+        {
+            int(s): Pending(int(cseq), now + (int(ts) + c.ack_wait - wall) / 1e9, int(ts))
+            for s, cseq, ts in state.get("pending", [])
+        },
+        {int(s): int(n) for s, n in state.get("rdc", [])},
+    )
     c.lps = [int(s) for s in state.get("lps", [])]
     c.lps_end = int(state.get("lps_end", 0))
 
