@@ -40,7 +40,7 @@ class RootGroup(TyperGroup):
     """Turns known failures into one ``Error:`` line and exit code 1.
 
     Click exits 2 on a usage error (a bad flag value), but 2 means "changes present" to a
-    pipeline running ``plan``; every error here exits 1 (../shared/reference/interfaces.md).
+    pipeline running ``plan``; every error here exits 1 (docs/CLI.md).
     """
 
     def make_context(self, *args: Any, **kwargs: Any) -> typer.Context:

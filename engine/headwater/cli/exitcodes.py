@@ -1,4 +1,4 @@
-"""Exit codes a pipeline can rely on (../shared/reference/interfaces.md)."""
+"""Exit codes a pipeline can rely on (docs/CLI.md, "Output, errors, exit codes")."""
 
 OK = 0
 """Success; for ``plan`` and ``diff``, also "no changes"."""
