@@ -113,6 +113,12 @@ def test_every_error_is_reported(tmp_path: Path) -> None:
             STREAM + "spec: {name: S, metadata: {headwater.io/managed-by: me}}\n",
             "Stream/S: spec.metadata.headwater.io/managed-by: metadata keys headwater.io/*",
         ),
+        (
+            # A GitHub workflow beside the resources: YAML 1.1 reads ``on:`` as True, which
+            # once made the report crash while sorting the keys.
+            "name: CI\non:\n  push: {}\njobs: {}\n",
+            "not a Headwater document: unknown top-level field(s): jobs, name, on",
+        ),
         ("apiVersion: [", "invalid YAML at line"),
         ("- a\n- b\n", "a document must be a mapping"),
     ],

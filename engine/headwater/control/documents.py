@@ -170,6 +170,13 @@ def parse_documents(
     return resources, errors
 
 
+def _key_text(key: object) -> str:
+    """A mapping key as the user most likely wrote it (``on:`` comes back as True)."""
+    if isinstance(key, bool):
+        return "on" if key else "off"
+    return str(key)
+
+
 def parse_document(
     document: Any, file: str, index: int = 0
 ) -> tuple[Resource | None, list[DocumentError]]:
@@ -180,9 +187,12 @@ def parse_document(
 
     if not isinstance(document, Mapping):
         return None, error("a document must be a mapping with apiVersion, kind, metadata, spec")
-    unknown = sorted(set(document) - _TOP_LEVEL)
+    # YAML 1.1 reads a bare ``on:`` (a GitHub workflow's) as the boolean True: keys may be
+    # of any type, so they are compared as text.
+    unknown = sorted(_key_text(key) for key in set(document) - _TOP_LEVEL)
     if unknown:
-        return None, error(f"unknown top-level field(s): {', '.join(map(str, unknown))}")
+        what = "" if "kind" in document else "not a Headwater document: "
+        return None, error(f"{what}unknown top-level field(s): {', '.join(unknown)}")
     api_version = document.get("apiVersion")
     kind = document.get("kind")
     metadata = document.get("metadata") or {}
