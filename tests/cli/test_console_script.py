@@ -93,3 +93,11 @@ def test_long_work_shows_progress_on_a_terminal(
     copied = runner.invoke(app, [*base, "stream", "cp", "PSRC", "PCOPY", "--data"])
     assert copied.exit_code == 0, copied.output
     assert "Copying into PCOPY" in copied.stderr
+
+
+def test_version_needs_no_server() -> None:
+    from headwater import __version__
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == f"headwater {__version__}"

@@ -12,6 +12,7 @@ import typer
 from pydantic import ValidationError
 from typer.core import TyperGroup
 
+from headwater import __version__
 from headwater.cli import (
     account,
     backup,
@@ -93,6 +94,13 @@ gitops.register(app)  # validate, plan, diff, apply, export
 verify.register(app)  # verify backups offline (Spark)
 
 
+def _print_version(value: bool) -> None:
+    """``--version``: eager, so it answers before anything else is checked or connected."""
+    if value:
+        typer.echo(f"headwater {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def root(
     ctx: typer.Context,
@@ -123,6 +131,13 @@ def root(
         "5s", "--timeout", help="How long to wait for the server: 2s, 500ms, or seconds."
     ),
     json_output: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the version and exit.",
+    ),
 ) -> None:
     seconds = _seconds(timeout)
     try:
