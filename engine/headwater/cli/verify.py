@@ -59,12 +59,13 @@ def verify(
     """Verify backups with Spark: archive structure and checksums, sequences, counts,
     consumer state and config. Exits 1 on any finding."""
     from headwater.verify.backupdir import VerifyError
-    from headwater.verify.job import run_verification, summary_lines
+    from headwater.verify.job import resolve_targets, run_verification, summary_lines
     from headwater.verify.report import write_report
     from headwater.verify.session import verification_session
 
     wants_json = current(ctx).wants_json(json_output)
     try:
+        resolve_targets(paths or [], compare)  # wrong paths fail before Spark starts
         with verification_session(master) as spark:
             result = run_verification(spark, paths or [], compare)
             if report is not None:

@@ -113,25 +113,36 @@ def verify_backups(spark: SparkSession, backups: Sequence[str]) -> list[BackupRe
     return sorted(reports, key=lambda report: order[report.backup])
 
 
+def resolve_targets(
+    paths: Sequence[str | Path],
+    compare: tuple[str | Path, str | Path] | None = None,
+) -> tuple[list[str], tuple[str, str] | None]:
+    """The backup directories to verify and the pair to compare, checked without Spark:
+    a wrong path is reported at once, not after the seconds a Spark session takes to start.
+    Raises :class:`VerifyError`."""
+    given = list(paths)
+    pair: tuple[str, str] | None = None
+    if compare is not None:
+        pair = (os.path.abspath(compare[0]), os.path.abspath(compare[1]))
+        for side in pair:
+            if not is_backup_dir(Path(side)):
+                raise VerifyError(f"--compare needs two backup directories; {side} is not one")
+        given += list(pair)
+    if not given:
+        raise VerifyError("no backup to verify: give one or more paths")
+    return find_backups(given), pair
+
+
 def run_verification(
     spark: SparkSession,
     paths: Sequence[str | Path],
     compare: tuple[str | Path, str | Path] | None = None,
 ) -> VerificationResult:
     """Verify every backup under ``paths`` (and both ``compare`` sides), then compare."""
-    given = list(paths)
-    if compare is not None:
-        compare = (os.path.abspath(compare[0]), os.path.abspath(compare[1]))
-        for side in compare:
-            if not is_backup_dir(Path(side)):
-                raise VerifyError(f"--compare needs two backup directories; {side} is not one")
-        given += list(compare)
-    if not given:
-        raise VerifyError("no backup to verify: give one or more paths")
-    backups = find_backups(given)
+    backups, pair = resolve_targets(paths, compare)
     result = VerificationResult(verify_backups(spark, backups))
-    if compare is not None:
-        result.comparison = compare_backups(spark, str(compare[0]), str(compare[1]))
+    if pair is not None:
+        result.comparison = compare_backups(spark, pair[0], pair[1])
     return result
 
 
