@@ -7,7 +7,18 @@
 #   1.2.3             that release from the package index (headwater==1.2.3);
 #   anything else     a pip requirement as is: git+https://github.com/org/headwater@ref,
 #                     headwater>=0.2, a wheel path or URL.
+#
+# HW_INSTALL, when set (every action but setup passes its `install` input), says whether to
+# install at all, with the boolean spellings every input accepts (lib.sh's hw_true).
 set -euo pipefail
+
+if [[ -n "${HW_INSTALL+set}" ]]; then
+  source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+  if ! hw_true "$HW_INSTALL"; then
+    echo "install is '$HW_INSTALL': headwater is not installed by this action"
+    exit 0
+  fi
+fi
 
 python="${HW_PYTHON:-python3}"
 version="${HW_VERSION:-}"

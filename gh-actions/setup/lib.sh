@@ -11,9 +11,15 @@ hw() {
 
 # A yes/no input: true for true/yes/1 in any case.
 hw_true() {
-  case "$1" in
-    true | True | TRUE | yes | Yes | YES | 1) return 0 ;;
-    *) return 1 ;;
+  # A boolean input: true/yes/on/1 in any case is true; false/no/off/0 or empty is false.
+  # Anything else fails the step: a typo must not quietly mean "false".
+  case "${1,,}" in
+    true | yes | on | 1) return 0 ;;
+    false | no | off | 0 | "") return 1 ;;
+    *)
+      echo "::error::'$1' is not a boolean input value: use true or false" >&2
+      exit 1
+      ;;
   esac
 }
 

@@ -75,10 +75,23 @@ def check_install(
         assert run.outputs["version"]
 
 
-def test_install_false_skips_the_step(tmp_path: Path, fake_python: Path) -> None:
+@pytest.mark.parametrize(("value", "installs"), [("false", False), ("no", False), ("yes", True)])
+def test_install_accepts_the_boolean_spellings_of_other_inputs(
+    tmp_path: Path, fake_python: Path, value: str, installs: bool
+) -> None:
     record = tmp_path / "pip-args"
     env = {"RECORD": str(record), "REAL_PYTHON": sys.executable}
-    inputs = {"python": str(fake_python), "install": "false", "files": "nowhere"}
+    inputs = {"python": str(fake_python), "install": value, "files": "nowhere"}
     run = run_action(ACTIONS / "plan", inputs, workspace=tmp_path, env=env)
-    assert run.steps[0].outcome == "skipped"
+    assert run.steps[0].outcome == "success", run.log
+    assert record.exists() is installs  # 'yes' was once silently taken for 'false'
+
+
+def test_install_refuses_a_value_that_is_not_a_boolean(tmp_path: Path, fake_python: Path) -> None:
+    record = tmp_path / "pip-args"
+    env = {"RECORD": str(record), "REAL_PYTHON": sys.executable}
+    inputs = {"python": str(fake_python), "install": "maybe", "files": "nowhere"}
+    run = run_action(ACTIONS / "plan", inputs, workspace=tmp_path, env=env)
+    assert run.steps[0].outcome == "failure"
+    assert "'maybe' is not a boolean input value" in run.log
     assert not record.exists()
