@@ -101,7 +101,8 @@ def test_non_empty_directory_needs_force(srv: ServerProcess, tmp_path: Path) -> 
 def test_backup_of_a_missing_stream_fails(srv: ServerProcess, tmp_path: Path) -> None:
     result = cli(srv, "stream", "backup", "NOSUCH", str(tmp_path / "x"))
     assert result.exit_code == 1
-    assert "stream not found" in result.output
+    # The server's own codes, both of them (the HTTP-like one was once shown as 0).
+    assert "stream not found (code 404, err_code 10059)" in result.output
     assert not (tmp_path / "x" / ARCHIVE_FILE).exists()
 
 

@@ -102,7 +102,7 @@ def _bar(description: str) -> Iterator[Callable[[int, int], None] | None]:
 
 def _failed(error: BackupError) -> CliError:
     if error.err_code:
-        return ApiError(0, error.err_code, str(error))
+        return ApiError(error.code, error.err_code, str(error))
     return CliError(str(error))
 
 

@@ -70,11 +70,13 @@ estimate of the archive's size before compression."""
 
 
 class BackupError(Exception):
-    """A backup or restore failed; ``err_code`` is the server's JetStream error code, if any."""
+    """A backup or restore failed; ``code`` and ``err_code`` are the server's (its HTTP-like
+    status and JetStream error code) when the server refused, else 0."""
 
-    def __init__(self, message: str, err_code: int = 0) -> None:
+    def __init__(self, message: str, err_code: int = 0, code: int = 0) -> None:
         super().__init__(message)
         self.err_code = err_code
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,9 @@ class BackupResult:
 def _api_error(reply: dict[str, Any], what: str) -> BackupError:
     err = reply.get("error") or {}
     return BackupError(
-        f"{what}: {err.get('description', 'unknown error')}", int(err.get("err_code", 0))
+        f"{what}: {err.get('description', 'unknown error')}",
+        int(err.get("err_code", 0) or 0),
+        int(err.get("code", 0) or 0),
     )
 
 
