@@ -22,8 +22,7 @@ def test_example_validates_offline() -> None:
     result = invoke(None, "validate", "-f", EXAMPLE)
     assert result.exit_code == exitcodes.OK, result.output
     assert "4 resource(s) valid" in result.output
-    result = invoke(None, "--json", "validate", "-f", EXAMPLE)
-    assert json.loads(result.stdout) == {
+    expected = {
         "valid": True,
         "resources": [
             "Consumer/ORDERS/DISPATCH",
@@ -32,6 +31,11 @@ def test_example_validates_offline() -> None:
             "Stream/ORDERS",
         ],
     }
+    # JSON before the command, or after it as --json or -j, as every command takes it.
+    for args in (["--json", "validate", "-f", EXAMPLE], ["validate", "-f", EXAMPLE, "-j"]):
+        result = invoke(None, *args)
+        assert result.exit_code == exitcodes.OK, result.output
+        assert json.loads(result.stdout) == expected
 
 
 def test_orders_plan_apply_plan(clean_server: ServerProcess, tmp_path: Path) -> None:

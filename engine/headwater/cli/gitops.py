@@ -75,7 +75,7 @@ def _run(cli: CliContext, err: Console, body: Callable[[Client], Awaitable[T]]) 
 def validate(
     ctx: typer.Context,
     files: list[str] = typer.Option(..., "-f", "--file", help=FILES_HELP),
-    json_flag: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_flag: bool = typer.Option(False, "--json", "-j", help=JSON_HELP),
 ) -> None:
     """Check documents offline: schema, names, units, impossible combinations."""
     cli = _cli(ctx, json_flag)
@@ -128,7 +128,7 @@ def plan(
         None, "--markdown", help="Append the plan as markdown to FILE ($GITHUB_STEP_SUMMARY)."
     ),
     show_unchanged: bool = typer.Option(False, "--show-unchanged", help="List no-ops too."),
-    json_flag: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_flag: bool = typer.Option(False, "--json", "-j", help=JSON_HELP),
 ) -> None:
     """Show what apply would change. Exit 0 no changes, 2 changes, 1 error."""
     cli, result = _plan(_cli(ctx, json_flag), files, prune, allow_replace)
@@ -146,7 +146,7 @@ def diff(
     ctx: typer.Context,
     files: list[str] = typer.Option(..., "-f", "--file", help=FILES_HELP),
     prune: bool = typer.Option(False, "--prune", help="Include deletes of owned resources."),
-    json_flag: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_flag: bool = typer.Option(False, "--json", "-j", help=JSON_HELP),
 ) -> None:
     """Show live vs desired, field by field. Exit 0 no changes, 2 changes, 1 error."""
     cli, result = _plan(_cli(ctx, json_flag), files, prune, False)
@@ -180,7 +180,7 @@ def apply(
     markdown: Path | None = typer.Option(
         None, "--markdown", help="Append the plan and results as markdown to FILE."
     ),
-    json_flag: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_flag: bool = typer.Option(False, "--json", "-j", help=JSON_HELP),
 ) -> None:
     """Make the server match the documents. Exit 0 success, 1 error."""
     cli = _cli(ctx, json_flag)
@@ -240,7 +240,7 @@ async def _apply_with_progress(nc: Client, plan: Plan, out: Console, quiet: bool
 def export(
     ctx: typer.Context,
     output: Path | None = typer.Option(None, "-o", "--output", help="Write to FILE."),
-    json_flag: bool = typer.Option(False, "--json", help=JSON_HELP),
+    json_flag: bool = typer.Option(False, "--json", "-j", help=JSON_HELP),
 ) -> None:
     """Write the live state as YAML documents (JSON with --json)."""
     cli = _cli(ctx, json_flag)
