@@ -101,3 +101,20 @@ def test_version_needs_no_server() -> None:
     result = CliRunner().invoke(app, ["--version"])
     assert result.exit_code == 0, result.output
     assert result.output.strip() == f"headwater {__version__}"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["plan", "-f", "nowhere", "--bogus"], "Error: No such option: --bogus"),
+        (["stream", "ls", "--timeout", "soon"], "Error: "),
+    ],
+    ids=["unknown-option", "bad-value"],
+)
+def test_usage_errors_are_one_error_line_and_exit_1(args: list[str], message: str) -> None:
+    script = shutil.which("headwater")
+    command = [script] if script else [sys.executable, "-m", "headwater.cli"]
+    done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(message), done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr  # no box, no usage block: one line

@@ -6,7 +6,7 @@ module per command family). Errors are reported in one place, :class:`RootGroup`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -38,34 +38,34 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 
 
 class RootGroup(TyperGroup):
-    """Turns known failures into one ``Error:`` line and exit code 1.
+    """Turns known failures into one ``Error: ...`` line on stderr and exit code 1.
 
-    Click exits 2 on a usage error (a bad flag value), but 2 means "changes present" to a
-    pipeline running ``plan``; every error here exits 1 (docs/CLI.md).
+    Usage errors (an unknown flag, a bad value) included: Click exits 2 on those and typer
+    draws a box around them, but 2 means "changes present" to a pipeline running ``plan``,
+    and a CI log wants one line; every error here exits 1 (docs/CLI.md).
     """
 
     def make_context(self, *args: Any, **kwargs: Any) -> typer.Context:
         try:
             return super().make_context(*args, **kwargs)
         except click_errors.UsageError as error:
-            _exit_one(error)
-            raise
+            _usage_error(error)
 
     def invoke(self, ctx: typer.Context) -> Any:
         try:
             return super().invoke(ctx)
         except click_errors.UsageError as error:
-            _exit_one(error)
-            raise
+            _usage_error(error)
         except CliError as error:
             output.error_console().print(f"Error: {error}", markup=False)
             raise typer.Exit(exitcodes.ERROR) from None
 
 
-def _exit_one(error: click_errors.UsageError) -> None:
-    # Asking for help with no arguments is not an error worth a different code either way.
-    if not isinstance(error, click_errors.NoArgsIsHelpError):
-        error.exit_code = exitcodes.ERROR
+def _usage_error(error: click_errors.UsageError) -> NoReturn:
+    if isinstance(error, click_errors.NoArgsIsHelpError):
+        raise error  # no arguments: the help, as before
+    output.error_console().print(f"Error: {error.format_message()}", markup=False)
+    raise typer.Exit(exitcodes.ERROR) from None
 
 
 app = typer.Typer(
