@@ -160,7 +160,7 @@ def test_cli_errors(clean_server: ServerProcess, tmp_path: Path) -> None:
     # No server listening: an error, not a traceback.
     result = invoke(None, "-s", "nats://127.0.0.1:1", "--timeout", "0.5", "plan", "-f", EXAMPLE)
     assert result.exit_code == exitcodes.ERROR
-    assert "error" in result.output
+    assert result.output.startswith("Error: cannot connect: no server reachable"), result.output
 
 
 def test_apply_without_yes_needs_a_terminal(clean_server: ServerProcess) -> None:

@@ -48,7 +48,7 @@ def _load(files: list[str], err: Console, cli: CliContext) -> list[Resource]:
             typer.echo(json.dumps(payload, indent=2))
         else:
             for error in failure.errors:
-                err.print(f"[red]error[/red] {error}", highlight=False, markup=True)
+                err.print(f"Error: {error}", highlight=False, markup=False)
         raise typer.Exit(exitcodes.ERROR) from None
 
 
@@ -57,18 +57,18 @@ def _run(cli: CliContext, err: Console, body: Callable[[Client], Awaitable[T]]) 
     try:
         return cli.run(body)
     except (PlanError, ApplyRefused) as failure:
-        err.print(f"[red]error[/red] {failure}", highlight=False)
+        err.print(f"Error: {failure}", highlight=False, markup=False)
     except (ApiError, ApiUnavailable) as failure:
-        err.print(f"[red]error[/red] JetStream API: {failure}", highlight=False)
+        err.print(f"Error: JetStream API: {failure}", highlight=False, markup=False)
     except (OSError, TimeoutError) as failure:
-        err.print(f"[red]error[/red] can not reach the server: {failure}", highlight=False)
+        err.print(f"Error: can not reach the server: {failure}", highlight=False, markup=False)
     except Exception as failure:
         # nats-py raises its own types (auth, no servers); the CLI's context raises its own
         # error type for connection problems. Anything else is a bug and keeps its traceback.
         module = type(failure).__module__
         if not module.startswith(("nats", "headwater.cli")):
             raise
-        err.print(f"[red]error[/red] {failure}", highlight=False)
+        err.print(f"Error: {failure}", highlight=False, markup=False)
     raise typer.Exit(exitcodes.ERROR)
 
 
