@@ -5,7 +5,7 @@ writes survive a kill (nats-server fsyncs every 2 minutes by default)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import nats
@@ -52,11 +52,20 @@ def hw(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerProcess
         srv.cleanup()
 
 
+Connect = Callable[[ServerProcess], Awaitable[Client]]
+"""``await clients(server)``: a nats-py connection (no reconnects) to a server a test kills."""
+
+
 @pytest.fixture
-async def clients() -> AsyncIterator[list[Client]]:
-    """A list to put nats-py connections in; each is closed after the test."""
+async def clients() -> AsyncIterator[Connect]:
+    """Connects to a server on demand; every connection made is closed after the test."""
     made: list[Client] = []
-    yield made
+
+    async def connect(srv: ServerProcess) -> Client:
+        made.append(await nats.connect(srv.url, allow_reconnect=False))
+        return made[-1]
+
+    yield connect
     for nc in made:
         if not nc.is_closed:
             await nc.close()

@@ -10,31 +10,14 @@ every 2 minutes and make no promise after a kill).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import nats
 import pytest
 from nats.aio.client import Client
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from headwater.testing import ServerProcess
-
-Connect = Callable[[ServerProcess], Awaitable[Client]]
-
-
-@pytest.fixture
-async def clients() -> AsyncIterator[Connect]:
-    made: list[Client] = []
-
-    async def connect(srv: ServerProcess) -> Client:
-        made.append(await nats.connect(srv.url, allow_reconnect=False))
-        return made[-1]
-
-    yield connect
-    for nc in made:
-        if not nc.is_closed:
-            await nc.close()
+from tests.conformance.jetstream.conftest import Connect
 
 
 async def api(nc: Client, subject: str, body: dict[str, Any] | None = None) -> dict[str, Any]:

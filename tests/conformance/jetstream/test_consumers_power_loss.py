@@ -19,14 +19,9 @@ from nats.aio.client import Client
 from nats.js.api import ConsumerConfig, StreamConfig
 
 from headwater.testing import ServerProcess
+from tests.conformance.jetstream.conftest import Connect
 
 STATE_FILES = ("o.json", ".o.json.bak", "o.next.json")
-
-
-async def connect(srv: ServerProcess, clients: list[Client]) -> Client:
-    nc = await nats.connect(srv.url, allow_reconnect=False)
-    clients.append(nc)
-    return nc
 
 
 def stream_dir(srv: ServerProcess, name: str) -> Path:
@@ -58,10 +53,10 @@ async def drain_seqs(nc: Client, stream: str, want: set[int], timeout: float) ->
     return seen
 
 
-async def setup_acked(srv: ServerProcess, clients: list[Client]) -> None:
+async def setup_acked(srv: ServerProcess, clients: Connect) -> None:
     """Stream PWR with 6 messages; ``W`` acked 1 and 2 and a clean restart saved that (the
     last state safely on disk); then 3 acked too, and the server killed."""
-    nc = await connect(srv, clients)
+    nc = await clients(srv)
     js = nc.jetstream()
     await js.add_stream(name="PWR", subjects=["pwr.>"])
     for i in range(6):
@@ -74,14 +69,14 @@ async def setup_acked(srv: ServerProcess, clients: list[Client]) -> None:
     await msgs[1].ack_sync(timeout=2)
     await nc.close()
     await restart(srv, kill=False)
-    nc = await connect(srv, clients)
+    nc = await clients(srv)
     await nc.request(msgs[2].reply, b"", timeout=2)  # the ack of 3, after the restart
     await nc.close()
     await restart(srv, kill=True)
 
 
 async def test_torn_newest_state_falls_back_to_the_last_durable_one(
-    hw: ServerProcess, clients: list[Client]
+    hw: ServerProcess, clients: Connect
 ) -> None:
     await setup_acked(hw, clients)
     obs = stream_dir(hw, "PWR") / "obs" / "W"
@@ -90,7 +85,7 @@ async def test_torn_newest_state_falls_back_to_the_last_durable_one(
     newest = "o.next.json" if (obs / "o.next.json").exists() else "o.json"
     (obs / newest).write_bytes(b"")
     await restart(hw, kill=True)
-    nc = await connect(hw, clients)
+    nc = await clients(hw)
     info = await nc.jetstream().consumer_info("PWR", "W")
     assert info.ack_floor.stream_seq == 2
     assert "unreadable state files" in hw.log()
@@ -99,7 +94,7 @@ async def test_torn_newest_state_falls_back_to_the_last_durable_one(
 
 
 async def test_no_state_left_starts_over_from_the_config(
-    hw: ServerProcess, clients: list[Client]
+    hw: ServerProcess, clients: Connect
 ) -> None:
     await setup_acked(hw, clients)
     obs = stream_dir(hw, "PWR") / "obs" / "W"
@@ -107,7 +102,7 @@ async def test_no_state_left_starts_over_from_the_config(
         if (obs / name).exists():
             (obs / name).write_bytes(b"")
     await restart(hw, kill=True)
-    nc = await connect(hw, clients)
+    nc = await clients(hw)
     info = await nc.jetstream().consumer_info("PWR", "W")
     assert info.ack_floor.stream_seq == 0 and info.config.ack_wait == 1.0
     assert "unreadable state files" in hw.log()
@@ -115,9 +110,9 @@ async def test_no_state_left_starts_over_from_the_config(
 
 
 async def test_empty_stream_and_template_configs_fall_back_to_their_copies(
-    hw: ServerProcess, clients: list[Client]
+    hw: ServerProcess, clients: Connect
 ) -> None:
-    nc = await connect(hw, clients)
+    nc = await clients(hw)
     js = nc.jetstream()
     await js.add_stream(name="PWRS", subjects=["pwrs.>"], description="kept")
     for i in range(3):
@@ -138,7 +133,7 @@ async def test_empty_stream_and_template_configs_fall_back_to_their_copies(
     tpl_meta = hw.store_dir / "jetstream" / "$G" / "templates" / "TPL" / "meta.inf"
     tpl_meta.write_bytes(b'{"name": "TPL", "max_str')
     await asyncio.to_thread(hw.restart)
-    nc = await connect(hw, clients)
+    nc = await clients(hw)
     info = await nc.jetstream().stream_info("PWRS")
     assert (info.config.description, info.state.messages) == ("v2", 3)
     reply = await nc.request("$JS.API.STREAM.TEMPLATE.INFO.TPL", b"", timeout=2)

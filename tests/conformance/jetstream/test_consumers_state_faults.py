@@ -15,12 +15,12 @@ from pathlib import Path
 import nats
 import nats.errors
 import pytest
-from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig
 
 from headwater.server.consumers.state import read_state
 from headwater.testing import ServerProcess
+from tests.conformance.jetstream.conftest import Connect
 
 
 def consumer_dir(srv: ServerProcess, stream: str, name: str) -> Path:
@@ -44,10 +44,9 @@ async def wait_until(predicate: object, timeout: float) -> bool:
 
 
 async def test_failed_state_write_confirms_nothing_until_it_succeeds(
-    hw: ServerProcess, clients: list[Client]
+    hw: ServerProcess, clients: Connect
 ) -> None:
-    nc = await nats.connect(hw.url, allow_reconnect=False)
-    clients.append(nc)
+    nc = await clients(hw)
     js = nc.jetstream()
     await js.add_stream(name="FLT", subjects=["flt.>"])
     for i in range(3):
@@ -91,7 +90,6 @@ async def test_failed_state_write_confirms_nothing_until_it_succeeds(
     await nc.close()
     await asyncio.to_thread(hw.kill)
     await asyncio.to_thread(hw.restart)
-    nc = await nats.connect(hw.url, allow_reconnect=False)
-    clients.append(nc)
+    nc = await clients(hw)
     info = await nc.jetstream().consumer_info("FLT", "W")
     assert (info.ack_floor.stream_seq, info.num_ack_pending, info.num_pending) == (3, 0, 0)

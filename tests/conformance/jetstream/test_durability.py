@@ -9,28 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
-import nats
 import pytest
 from nats.aio.client import Client
 
 from headwater.testing import ServerProcess
-
-
-@pytest.fixture
-async def clients() -> AsyncIterator[Callable[[ServerProcess], Awaitable[Client]]]:
-    """``await connect(server)``; every connection made is closed after the test."""
-    made: list[Client] = []
-
-    async def connect(srv: ServerProcess) -> Client:
-        made.append(await nats.connect(srv.url, allow_reconnect=False))
-        return made[-1]
-
-    yield connect
-    for nc in made:
-        if not nc.is_closed:
-            await nc.close()
 
 
 async def info(nc: Client, stream: str) -> dict[str, object]:

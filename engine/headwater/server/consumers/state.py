@@ -47,6 +47,7 @@ from headwater.server.store.atomic import (
     UnreadableFile,
     backup_path,
     fsync_dir,
+    parsed_copies,
     read_with_fallback,
     write_atomic,
 )
@@ -177,19 +178,8 @@ def read_state(directory: Path) -> tuple[bytes | None, int, list[str]]:
     best: tuple[int, bytes] | None = None
     skipped: list[str] = []
     state_file = directory / STATE_FILE
-    for path in (state_file, backup_path(state_file), directory / UNSYNCED_FILE):
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            skipped.append(f"{path.name}: {exc}")
-            continue
-        try:
-            state = parse_state(data)
-        except ValueError as exc:
-            skipped.append(f"{path.name}: {'empty file' if not data else exc}")
-            continue
+    candidates = (state_file, backup_path(state_file), directory / UNSYNCED_FILE)
+    for _, data, state in parsed_copies(candidates, parse_state, skipped):
         gen = state.get("gen", 0)
         gen = gen if isinstance(gen, int) else 0
         if best is None or gen > best[0]:

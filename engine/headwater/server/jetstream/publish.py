@@ -151,8 +151,6 @@ def _expected_seq_mismatch(stream: Stream, hdr: bytes, subject: str) -> int | No
 def process(stream: Stream, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
     """Check, store and acknowledge one message published to ``stream``, or queue it behind
     the messages that wait for the dedupe window (:meth:`Stream.hold`)."""
-    if not stream.active:
-        return
     if stream.holding():
         stream.hold(subject, reply, hdr, payload)
         return

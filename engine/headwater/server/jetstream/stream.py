@@ -512,9 +512,7 @@ class Stream:
         if not self._durable_acks:
             self.client.publish(reply, body)
             return
-        self._pending.append((reply, body))
-        if self._flusher is None:
-            self._flusher = asyncio.get_running_loop().create_task(self._flush_acks())
+        self._wait_for_commit((reply, body))
 
     async def durable(self) -> None:
         """Return once every change made to the store so far (a delete, a purge) is as
@@ -523,10 +521,14 @@ class Stream:
             await self.store.durable()  # interval: reaches the OS at least; memory: nothing
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.append(waiter)
+        self._wait_for_commit(waiter)
+        await waiter
+
+    def _wait_for_commit(self, item: tuple[str, bytes] | asyncio.Future[None]) -> None:
+        """Queue an ack (or a :meth:`durable` waiter) behind the next group commit."""
+        self._pending.append(item)
         if self._flusher is None:
             self._flusher = asyncio.get_running_loop().create_task(self._flush_acks())
-        await waiter
 
     async def _flush_acks(self) -> None:
         """Group commit: one ``durable()`` at a time; acks queued meanwhile share the next."""

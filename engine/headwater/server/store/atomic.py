@@ -17,7 +17,7 @@ rewritten only on create and update).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, Literal, TypeVar
@@ -27,6 +27,7 @@ __all__ = [
     "UnreadableFile",
     "backup_path",
     "fsync_dir",
+    "parsed_copies",
     "read_with_fallback",
     "write_atomic",
 ]
@@ -107,15 +108,12 @@ class Recovered(Generic[T]):
         return self.path.name.endswith(".bak")
 
 
-def read_with_fallback(path: str | os.PathLike[str], parse: Callable[[bytes], T]) -> Recovered[T]:
-    """Parse ``path``, or its backup when the file is missing, empty, torn or invalid.
-
-    ``parse`` raises ValueError (or TypeError/KeyError) on content it cannot use. Raises
-    :class:`UnreadableFile` when neither copy gives a value.
-    """
-    target = Path(path)
-    skipped: list[str] = []
-    for candidate in (target, backup_path(target)):
+def parsed_copies(
+    paths: Iterable[Path], parse: Callable[[bytes], T], skipped: list[str]
+) -> Iterator[tuple[Path, bytes, T]]:
+    """Each of ``paths`` that exists and parses, in order, with its bytes and value. Why a copy
+    that exists could not be used (unreadable, empty, torn) goes to ``skipped``."""
+    for candidate in paths:
         try:
             data = candidate.read_bytes()
         except FileNotFoundError:
@@ -127,7 +125,21 @@ def read_with_fallback(path: str | os.PathLike[str], parse: Callable[[bytes], T]
             skipped.append(f"{candidate.name}: empty file")
             continue
         try:
-            return Recovered(parse(data), candidate, skipped)
+            value = parse(data)
         except (ValueError, TypeError, KeyError) as exc:
             skipped.append(f"{candidate.name}: {exc}")
+            continue
+        yield candidate, data, value
+
+
+def read_with_fallback(path: str | os.PathLike[str], parse: Callable[[bytes], T]) -> Recovered[T]:
+    """Parse ``path``, or its backup when the file is missing, empty, torn or invalid.
+
+    ``parse`` raises ValueError (or TypeError/KeyError) on content it cannot use. Raises
+    :class:`UnreadableFile` when neither copy gives a value.
+    """
+    target = Path(path)
+    skipped: list[str] = []
+    for candidate, _, value in parsed_copies((target, backup_path(target)), parse, skipped):
+        return Recovered(value, candidate, skipped)
     raise UnreadableFile(target, skipped)

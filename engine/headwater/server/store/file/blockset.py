@@ -94,10 +94,8 @@ class SyncJob:
         for fd in self.retired:
             bs.io.close(fd)
         for path in self.unlinks:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 bs.io.unlink(path)
-            except FileNotFoundError:
-                pass
         if self.unlinks:
             bs.dir_dirty = True
         for rw in self.rewrites:
