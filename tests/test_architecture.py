@@ -53,3 +53,38 @@ def test_rule_checker_sees_a_forbidden_import(tmp_path: Path):
     module = tmp_path / "m.py"
     module.write_text("from headwater.control import plan\nimport headwater.server.node\n")
     assert imported_modules(module) == {"headwater.control", "headwater.server.node"}
+
+
+# Functions that run before the server serves anyone (start-up wiring), where an import costs
+# start-up time only. Anywhere else in the engine a function-level import runs on the event
+# loop the first time a client reaches it: a cold import of a store or of prometheus_client
+# took over 100 ms there and stalled every client (a CI run caught it on a first STREAM.CREATE).
+STARTUP_IMPORTS = {("main.py", "serve"), ("services.py", "attach_services")}
+
+
+def function_level_imports(path: Path) -> list[tuple[str, int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+    for func in ast.walk(tree):
+        if isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+            for node in ast.walk(func):
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    found.append((func.name, node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_engine_imports_nothing_while_serving():
+    server = ENGINE / "server"
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line} {func}(): {text}"
+        for path in sorted(server.rglob("*.py"))
+        for func, line, text in function_level_imports(path)
+        if (str(path.relative_to(server)), func) not in STARTUP_IMPORTS
+    ]
+    assert not offenders, "import these at module level: " + "; ".join(offenders)
+
+
+def test_lazy_import_checker_sees_an_import_in_a_method(tmp_path: Path):
+    module = tmp_path / "m.py"
+    module.write_text("class A:\n    async def f(self):\n        import cramjam\n")
+    assert function_level_imports(module) == [("f", 3, "import cramjam")]

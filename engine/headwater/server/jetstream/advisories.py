@@ -24,6 +24,7 @@ __all__ = [
     "advisory_body",
     "api_limit_reached_body",
     "publish_stream_action",
+    "publish_stream_event",
     "stream_action_body",
 ]
 
@@ -60,6 +61,17 @@ def publish_stream_action(
         return
     subject = f"{STREAM_ADVISORY}.{_SUBJECT_VERB[action]}.{stream}"
     client.publish(subject, stream_action_body(stream, action, template, domain))
+
+
+def publish_stream_event(
+    client: InternalClient | None, domain: str, kind: str, stream: str, **fields: Any
+) -> None:
+    """``$JS.EVENT.ADVISORY.STREAM.<KIND>.<stream>`` (snapshot and restore create/complete),
+    type ``io.nats.jetstream.advisory.v1.<kind in lower case>``, the stream first."""
+    if client is None:
+        return
+    body = advisory_body(kind.lower(), domain, stream=stream, **fields)
+    client.publish(f"{STREAM_ADVISORY}.{kind}.{stream}", body)
 
 
 def api_limit_reached_body(server: str, dropped: int, domain: str = "") -> bytes:

@@ -59,6 +59,9 @@ META_FILE = "meta.inf"
 ACCOUNT = "$G"
 """The global account: Headwater has no multi-account JetStream yet, like a config-less
 nats-server."""
+RESTORE_STAGING = ".restore"
+"""Under the JetStream root, beside ``$G``: restore uploads and staging stores (never scanned
+for streams at start-up)."""
 
 
 def default_store_dir() -> str:

@@ -49,10 +49,10 @@ from headwater.server.protocol import headers
 from headwater.server.store import StoreConfig, StoreError, StreamStore, open_store
 
 from . import errors, layout
+from .advisories import publish_stream_event
 from .api import Request, response_type
 from .gojson import GoJSONError, loads
 from .publish import MSG_TTL, SECOND, parse_ttl
-from .snapshot import RESTORE_STAGING, publish_advisory
 from .stream import store_limits
 from .streamconfig import StreamConfig, config_to_json
 from .streamconfig_validate import NO_LIMITS, create_stream_request
@@ -139,7 +139,7 @@ class RestoreSession:
         self.name = config.name
         token = secrets.token_hex(11)
         self.subject = f"{RESTORE_PREFIX}.{self.name}.{token}"
-        self.staging = self.service.root / RESTORE_STAGING / token
+        self.staging = self.service.root / layout.RESTORE_STAGING / token
         self.spool_path = self.staging.with_suffix(".part")
         self._spool: BinaryIO | None = None
         self._sub: Subscription | None = None
@@ -159,7 +159,7 @@ class RestoreSession:
         self.claim = self.service.streams.claim(self.name, "being restored")
         self._sub = client.subscribe(self.subject, self._on_chunk)
         self._arm()
-        publish_advisory(self.service, "RESTORE_CREATE", self.name)
+        publish_stream_event(self.service.client, self.service.domain, "RESTORE_CREATE", self.name)
         log.info("Starting restore for stream '$G > %s'", self.name)
 
     def _arm(self) -> None:
@@ -238,8 +238,9 @@ class RestoreSession:
         finally:
             self._cleanup()
         ended = time.time_ns()
-        publish_advisory(
-            self.service,
+        publish_stream_event(
+            self.service.client,
+            self.service.domain,
             "RESTORE_COMPLETE",
             self.name,
             start=rfc3339(self.began),
@@ -279,7 +280,7 @@ class RestoreSession:
         if file_backed:
             directory = layout.stream_dir(service.root, self.name)
             self._install(directory)
-        stream = service.open_claimed(
+        stream = await service.open_claimed(
             cfg, header.created_ns, directory, self.claim, store=None if file_backed else store
         )
         for record, ccfg, state in parsed:

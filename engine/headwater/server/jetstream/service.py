@@ -150,7 +150,7 @@ class JetStreamService:
             began = time.perf_counter()
             try:
                 with self.streams.claim(cfg.name, "being recovered") as claim:
-                    stream = self.open_claimed(cfg, item.created_ns, item.directory, claim)
+                    stream = await self.open_claimed(cfg, item.created_ns, item.directory, claim)
             except Exception as exc:
                 log.error('Error recreating stream "%s": %s', cfg.name, exc)
                 continue
@@ -178,7 +178,7 @@ class JetStreamService:
             budget=self.resources.budget(cfg.storage),
         )
 
-    def open_claimed(
+    async def open_claimed(
         self,
         cfg: StreamConfig,
         created_ns: int,
@@ -203,7 +203,7 @@ class JetStreamService:
             durable_acks=cfg.storage == "file" and self.sync.mode != "interval",
         )
         claim.install(stream)
-        stream.start()
+        await stream.start()
         self.replication.attach(stream)
         return stream
 
@@ -228,7 +228,7 @@ class JetStreamService:
             except OSError as exc:
                 raise errors.STREAM_CREATE.exc(err=str(exc)) from None
         try:
-            stream = self.open_claimed(cfg, created, directory, claim)
+            stream = await self.open_claimed(cfg, created, directory, claim)
         except Exception as exc:
             log.error("JetStream failed to create stream '%s': %s", cfg.name, exc)
             if directory is not None:
@@ -245,7 +245,7 @@ class JetStreamService:
             except OSError as exc:
                 raise errors.STREAM_UPDATE.exc(err=str(exc)) from None
         previous = stream.config
-        stream.update(cfg)
+        await stream.update(cfg)
         self.replication.reconfigure(stream, previous.mirror, previous.sources)
         self._advise(cfg, "modify")
         return stream

@@ -34,34 +34,30 @@ from headwater.server.consumers import state as consumer_state
 from headwater.server.consumers.config import cfg_get, stored_json
 from headwater.server.routing.subjects import valid_literal_subject
 
-from . import errors
+from . import errors, layout
+from .advisories import publish_stream_event
 from .api import Request, Route, decode_request
 from .gojson import GoType
+from .restore import start_restore
 from .streamconfig import config_to_json
 from .streaminfo import MAX_SUBJECT_DETAILS, state_json
-from .wire import dumps, is_empty_request, rfc3339
+from .wire import is_empty_request, rfc3339
 
 if TYPE_CHECKING:
     from .service import JetStreamService
     from .stream import Stream
 
 __all__ = [
-    "ADVISORY_PREFIX",
     "SNAPSHOT_ACK_PREFIX",
     "SNAPSHOT_ROUTES",
     "SnapshotApi",
     "archived_consumer",
     "archived_stream",
-    "publish_advisory",
 ]
 
 log = logging.getLogger("headwater.jetstream")
 
 SNAPSHOT_ACK_PREFIX = "$JS.SNAPSHOT.ACK"
-ADVISORY_PREFIX = "$JS.EVENT.ADVISORY.STREAM"
-RESTORE_STAGING = ".restore"
-"""Under the JetStream root, beside ``$G``: restore uploads and staging stores (never scanned
-for streams at start-up)."""
 
 DEFAULT_CHUNK = 128 * 1024
 MIN_CHUNK, MAX_CHUNK = 1024, 1024 * 1024
@@ -153,26 +149,6 @@ def durable_consumers(stream: Stream) -> list[Any]:
         for name, c in sorted(stream.consumers.items())
         if cfg_get(c.config, "durable_name", "") and not c.closed
     ]
-
-
-# --------------------------------------------------------------------------- advisories
-
-
-def publish_advisory(service: JetStreamService, kind: str, stream: str, **fields: Any) -> None:
-    """``$JS.EVENT.ADVISORY.STREAM.<KIND>.<stream>`` with nats-server's body shape."""
-    client = service.client
-    if client is None:
-        return
-    body: dict[str, Any] = {
-        "type": f"io.nats.jetstream.advisory.v1.{kind.lower()}",
-        "id": secrets.token_hex(11),
-        "timestamp": rfc3339(time.time_ns()),
-        "stream": stream,
-        **fields,
-    }
-    if service.domain:
-        body["domain"] = service.domain
-    client.publish(f"{ADVISORY_PREFIX}.{kind}.{stream}", dumps(body))
 
 
 # --------------------------------------------------------------------------- health check
@@ -344,7 +320,7 @@ class SnapshotApi:
         self.service = service
         # Uploads and staging directories of restores cut short by a stop or a crash: no
         # restore runs yet, so whatever is there is garbage.
-        shutil.rmtree(service.root / RESTORE_STAGING, ignore_errors=True)
+        shutil.rmtree(service.root / layout.RESTORE_STAGING, ignore_errors=True)
         """Names with a restore in progress: a second restore of one is refused (10130)."""
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -385,13 +361,20 @@ class SnapshotApi:
         await asyncio.sleep(0)
         name = sender.stream.name
         state = state_json(sender.stream.state(), consumer_count=sender.stream.consumer_count())
-        publish_advisory(self.service, "SNAPSHOT_CREATE", name, state=state)
+        publish_stream_event(
+            self.service.client, self.service.domain, "SNAPSHOT_CREATE", name, state=state
+        )
         began = time.time_ns()
         log.info("Starting snapshot for stream '$G > %s'", name)
         status = await sender.run()
         ended = time.time_ns()
-        publish_advisory(
-            self.service, "SNAPSHOT_COMPLETE", name, start=rfc3339(began), end=rfc3339(ended)
+        publish_stream_event(
+            self.service.client,
+            self.service.domain,
+            "SNAPSHOT_COMPLETE",
+            name,
+            start=rfc3339(began),
+            end=rfc3339(ended),
         )
         log.info(
             "Completed snapshot of %d bytes for stream '$G > %s' in %.2fs (status %s)",
@@ -402,6 +385,4 @@ class SnapshotApi:
         )
 
     async def stream_restore(self, req: Request) -> dict[str, Any]:
-        from .restore import start_restore
-
         return await start_restore(self, req)

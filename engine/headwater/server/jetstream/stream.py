@@ -105,7 +105,8 @@ class Stream:
         self._api_prefixes = api_prefixes
         self._durable_acks = durable_acks
         self.active = False
-        self._subs: list[Subscription] = []
+        self._stopped = False
+        self._subs: dict[str, Subscription] = {}
         self._direct_subs: list[Subscription] = []
         self.dedupe = publish.Dedupe(config.duplicate_window)
         self.markers: set[int] = set()
@@ -162,11 +163,14 @@ class Stream:
             return len(self.consumers)
         return len(self.public_consumers())
 
-    def start(self) -> None:
-        """Subscribe, expire what is already too old, arm the expiry timer (after the marker
-        scan when subject delete markers are on)."""
-        self._subscribe()
+    async def start(self) -> None:
+        """Take messages (stored from the first subscription on, as nats-server does while a
+        create is answered), expire what is already too old, arm the expiry timer (after the
+        marker scan when subject delete markers are on)."""
         self.active = True
+        await self._subscribe(self.config.subjects, self.config.allow_direct)
+        if self._stopped:
+            return
         if self.config.subject_delete_marker_ttl > 0:
             self._scan_markers()
             return
@@ -187,8 +191,7 @@ class Stream:
 
     async def close(self) -> None:
         """Stop taking messages, send the acks still queued, close the store."""
-        self._unsubscribe()
-        self.active = False
+        await self._stop_taking()
         self._cancel_expiry()
         await self._stop_tasks()
         if self._flusher is not None:
@@ -197,8 +200,7 @@ class Stream:
 
     async def delete(self) -> None:
         """Stop and remove every trace of the stream (store files included)."""
-        self._unsubscribe()
-        self.active = False
+        await self._stop_taking()
         self._cancel_expiry()
         await self._stop_tasks()
         if self._flusher is not None:
@@ -218,14 +220,12 @@ class Stream:
             prefix = f'{{"stream":{name},"seq":'
         self._ack_prefix = prefix.encode()
 
-    def update(self, cfg: StreamConfig) -> None:
+    async def update(self, cfg: StreamConfig) -> None:
         """Apply a validated new config: limits, subscriptions, transforms, timers."""
         old = self.config
         self.config = cfg
         self._configure(cfg)
-        if old.subjects != cfg.subjects or old.allow_direct != cfg.allow_direct:
-            self._unsubscribe()
-            self._subscribe()
+        await self._subscribe(cfg.subjects, cfg.allow_direct)
         self.store.update_limits(store_limits(cfg))
         if cfg.subject_delete_marker_ttl > 0 and old.subject_delete_marker_ttl <= 0:
             self._scan_markers()
@@ -233,22 +233,42 @@ class Stream:
 
     # --- subscriptions -------------------------------------------------------------------
 
-    def _subscribe(self) -> None:
-        for subject in self.config.subjects:
-            self._subs.append(self.client.subscribe(subject, self._on_message))
-        if self.config.allow_direct:
+    async def _subscribe(self, subjects: list[str], direct: bool) -> None:
+        """Hold subscriptions to exactly ``subjects`` (plus the direct get subjects when
+        ``direct``): drop the ones no longer listed, then add the new ones.
+
+        A stream may list tens of thousands of subjects, and each takes a sublist insert, so
+        the work yields to the loop after each :class:`PassBudget` slice. A subject kept across
+        an update keeps its subscription throughout; removals go first, so a message never
+        matches an old and a new subscription at once (it would be stored twice)."""
+        budget = PassBudget()
+        wanted = set(subjects)
+        for subject in [s for s in self._subs if s not in wanted]:
+            self.client.unsubscribe(self._subs.pop(subject))
+            await budget.tick()
+        for subject in subjects:
+            if self._stopped:
+                return  # closed while subscribing: take nothing more
+            if subject not in self._subs:
+                self._subs[subject] = self.client.subscribe(subject, self._on_message)
+                await budget.tick()
+        if direct and not self._direct_subs:
             for prefix in self._api_prefixes:
                 base = f"{prefix}.DIRECT.GET.{self.name}"
                 self._direct_subs.append(self.client.subscribe(base, self._on_direct, DIRECT_GROUP))
                 self._direct_subs.append(
                     self.client.subscribe(base + ".>", self._on_direct_last, DIRECT_GROUP)
                 )
+        elif not direct:
+            for sub in self._direct_subs:
+                self.client.unsubscribe(sub)
+            self._direct_subs.clear()
 
-    def _unsubscribe(self) -> None:
-        for sub in self._subs + self._direct_subs:
-            self.client.unsubscribe(sub)
-        self._subs.clear()
-        self._direct_subs.clear()
+    async def _stop_taking(self) -> None:
+        """Close and delete begin here: store nothing more, drop every subscription."""
+        self._stopped = True
+        self.active = False
+        await self._subscribe([], direct=False)
 
     def _on_message(
         self, sub: Subscription, subject: str, reply: str, hdr: bytes | None, payload: bytes

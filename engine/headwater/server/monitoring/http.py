@@ -8,7 +8,8 @@ request inside ``data_received`` without creating tasks. Reading a document neve
 every answer is a consistent snapshot of the server.
 
 Endpoints: ``/`` (index page), ``/varz``, ``/connz``, ``/subsz`` (alias ``/subscriptionsz``),
-``/healthz`` and ``/metrics`` (Prometheus text, prometheus_client imported on first use).
+``/healthz`` and ``/metrics`` (Prometheus text). Every module a request needs is imported at
+start-up: an import on first use would stall the loop (cold prometheus_client: ~100 ms).
 Unknown paths are 404, a bad parameter is 400 with a plain-text reason, as in nats-server.
 """
 
@@ -26,6 +27,7 @@ import orjson
 
 from headwater.server.config.settings import RANDOM_PORT
 from headwater.server.connections.listen import listen_socket
+from headwater.server.monitoring import metrics
 from headwater.server.monitoring.connz import ConnzOptions, connz
 from headwater.server.monitoring.healthz import HealthzOptions, healthz
 from headwater.server.monitoring.params import BadRequest, Query
@@ -34,7 +36,6 @@ from headwater.server.monitoring.varz import varz
 from headwater.server.node import ADVERTISED_VERSION
 
 if TYPE_CHECKING:
-    from headwater.server.monitoring.metrics import MetricsEndpoint
     from headwater.server.node import Server
 
 log = logging.getLogger("headwater.server")
@@ -77,7 +78,7 @@ class MonitoringService:
         self.requests: dict[str, int] = {}
         self._listener: asyncio.AbstractServer | None = None
         self._connections: set[_HttpConnection] = set()
-        self._metrics: MetricsEndpoint | None = None
+        self._metrics: metrics.MetricsEndpoint | None = None
         self._routes: dict[str, tuple[str, Callable[[Query], Response]]] = {
             "/": ("/", self._index),
             "/varz": ("/varz", self._varz),
@@ -147,9 +148,6 @@ class MonitoringService:
         return status, JSON, orjson.dumps(body)
 
     def _prometheus(self, query: Query) -> Response:
-        # Imported on first use: prometheus_client costs start-up time nobody else needs.
-        from headwater.server.monitoring import metrics
-
         if self._metrics is None:
             self._metrics = metrics.MetricsEndpoint(self.server)
         return 200, metrics.CONTENT_TYPE, self._metrics.render()

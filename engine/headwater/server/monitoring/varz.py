@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from headwater.server.jetstream import layout
 from headwater.server.jetstream.versioning import PROTOCOL_VERSION
 from headwater.server.monitoring.formats import go_number, nanos, rfc3339, uptime
 from headwater.server.monitoring.usage import PROCESS_CPU, cores, rss_bytes
@@ -125,9 +126,6 @@ def jetstream_varz(server: Server) -> dict[str, Any]:
         section = describe()
         if isinstance(section, dict):
             return section
-    # Only reached with JetStream running, when its modules are loaded anyway.
-    from headwater.server.jetstream import layout
-
     cfg = server.settings.jetstream
     store_dir = str(getattr(js, "store_dir", "") or layout.jetstream_root(cfg.store_dir))
     config: dict[str, Any] = {

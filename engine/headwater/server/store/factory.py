@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from headwater.server.store.base import StoreConfig, StreamStore
+from headwater.server.store.file.store import FileStore
+from headwater.server.store.memory import MemoryStore
 
 
 def open_store(config: StoreConfig) -> StreamStore:
     """Create or reopen the store ``config`` describes (file stores recover on open and report
     what they repaired in ``store.recovery_report``)."""
     if config.storage == "memory":
-        from headwater.server.store.memory import MemoryStore
-
         return MemoryStore(config)
     if config.storage == "file":
-        from headwater.server.store.file.store import FileStore
-
         return FileStore(config)
     raise ValueError(f"unknown storage type {config.storage!r}")

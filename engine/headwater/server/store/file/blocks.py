@@ -24,6 +24,8 @@ import struct
 import zlib
 from collections import OrderedDict
 
+import cramjam
+
 from headwater.server.store.file.fileio import FileIO
 
 BLOCK_MAGIC = b"HWBLK1"
@@ -46,8 +48,6 @@ def block_name(index: int) -> str:
 
 def pack_block(raw: bytes) -> bytes:
     """Packed (s2/Snappy-compressed) file content for the raw block ``raw``."""
-    import cramjam
-
     payload = bytes(cramjam.snappy.compress_raw(raw[BLOCK_HEADER_SIZE:]))
     head = BLOCK_HEADER.pack(BLOCK_MAGIC, B_S2, len(raw), zlib.crc32(payload))
     return head + payload
@@ -65,8 +65,6 @@ def unpack_block(content: bytes) -> bytes:
     payload = content[BLOCK_HEADER_SIZE:]
     if zlib.crc32(payload) != crc:
         raise CorruptBlock("packed block checksum mismatch")
-    import cramjam
-
     try:
         payload = bytes(cramjam.snappy.decompress_raw(payload))
     except cramjam.DecompressionError as exc:

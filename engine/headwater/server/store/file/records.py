@@ -29,6 +29,9 @@ import struct
 import zlib
 from typing import NamedTuple
 
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
 MAGIC = b"\xb7\x1e"
 F_ERASED = 1
 F_ENCRYPTED = 2
@@ -78,8 +81,6 @@ class RecordCodec:
     def __init__(self, key: bytes | None) -> None:
         self._aead = None
         if key is not None:
-            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
             self._aead = AESGCM(key)
 
     @property
@@ -138,8 +139,6 @@ class RecordCodec:
         if head.flags & F_ENCRYPTED:
             if self._aead is None:
                 raise CorruptRecord("encrypted record but no key configured")
-            from cryptography.exceptions import InvalidTag
-
             try:
                 plain = self._aead.decrypt(
                     bytes(buf[start : start + NONCE]),
