@@ -51,6 +51,19 @@ hw_file_args() {
   fi
 }
 
+# `--owner NAME` (the owner input, else github:<owner>/<repository> of the workflow, which every
+# runner sets), and `--adopt` when the adopt input is true.
+hw_owner_args() {
+  local owner="${HW_OWNER:-}"
+  if [[ -z "$owner" && -n "${GITHUB_REPOSITORY:-}" ]]; then owner="github:$GITHUB_REPOSITORY"; fi
+  if [[ -z "$owner" ]]; then
+    echo "::error title=headwater::the owner input is empty and GITHUB_REPOSITORY is not set"
+    return 1
+  fi
+  HW_OWNER_ARGS=(--owner "$owner")
+  if hw_true "${HW_ADOPT:-}"; then HW_OWNER_ARGS+=(--adopt); fi
+}
+
 # A scratch directory for this step.
 hw_workdir() {
   mktemp -d "${RUNNER_TEMP:-${TMPDIR:-/tmp}}/headwater.XXXXXX"

@@ -84,9 +84,9 @@ async def test_domain_settings_send_every_request_to_the_domain(kind, tmp_path):
     with domain_server(kind, tmp_path) as server:
         nc = await ConnectionSettings(servers=server.url, js_domain=DOMAIN).connect()
         try:
-            _plan, report = await apply_resources(nc, resources)
+            _plan, report = await apply_resources(nc, resources, owner="cli")
             assert report.ok and len(report.applied) == 2
-            again, _ = await plan_resources(nc, resources)
+            again, _ = await plan_resources(nc, resources, owner="cli")
             assert not again.has_changes
             await nc.publish("dorders.1", b"one")
             await nc.flush()
@@ -101,7 +101,7 @@ async def test_domain_settings_send_every_request_to_the_domain(kind, tmp_path):
         elsewhere = await ConnectionSettings(servers=server.url, js_domain="other").connect()
         try:
             with pytest.raises(api.ApiUnavailable, match=r"\$JS\.other\.API"):
-                await plan_resources(elsewhere, resources, timeout=1)
+                await plan_resources(elsewhere, resources, owner="cli", timeout=1)
         finally:
             await elsewhere.close()
 

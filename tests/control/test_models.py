@@ -191,9 +191,13 @@ def test_consumer_defaults_are_the_servers() -> None:
 
 
 def test_ownership_marker() -> None:
-    assert Stream(name="S").to_server_config()["metadata"] == {MANAGED_BY_KEY: "headwater"}
-    guarded = Stream(name="S", preventDelete=True).to_server_config()["metadata"]
-    assert guarded == {MANAGED_BY_KEY: "headwater", "headwater.io/prevent-delete": "true"}
+    """The marker names the owner a spec is written for; a spec nobody owns writes none."""
+    assert not Stream(name="S").to_server_config().get("metadata")
+    owned = Stream(name="S").owned_by("terraform:prod")
+    assert owned.to_server_config()["metadata"] == {MANAGED_BY_KEY: "terraform:prod"}
+    assert owned.request_config()["metadata"] == {MANAGED_BY_KEY: "terraform:prod"}
+    guarded = Stream(name="S", preventDelete=True).owned_by("cli").to_server_config()["metadata"]
+    assert guarded == {MANAGED_BY_KEY: "cli", "headwater.io/prevent-delete": "true"}
 
 
 def test_server_config_round_trip() -> None:

@@ -43,6 +43,8 @@ def resources(text: str) -> list[Resource]:
 
 
 def plan_on(server: ServerProcess, docs: list[Resource], **options: Any) -> Plan:
+    options.setdefault("owner", "cli")
+
     async def body(nc: Client) -> Plan:
         plan, _ = await plan_resources(nc, docs, **options)
         return plan
@@ -51,6 +53,8 @@ def plan_on(server: ServerProcess, docs: list[Resource], **options: Any) -> Plan
 
 
 def apply_on(server: ServerProcess, docs: list[Resource], **options: Any) -> ApplyReport:
+    options.setdefault("owner", "cli")
+
     async def body(nc: Client) -> ApplyReport:
         plan, _ = await plan_resources(nc, docs, **options)
         return await apply_plan(nc, plan)
@@ -109,7 +113,7 @@ def test_plan_apply_then_empty_plan(clean_server: ServerProcess) -> None:
     assert set(actions(second).values()) == {"noop"}
     info = raw(clean_server, "STREAM.INFO.ORDERS")
     assert info["config"]["max_age"] == 365 * 24 * 3600 * 10**9
-    assert info["config"]["metadata"][MANAGED_BY_KEY] == "headwater"
+    assert info["config"]["metadata"][MANAGED_BY_KEY] == "cli"
 
 
 def test_in_place_update_lists_fields(clean_server: ServerProcess) -> None:
@@ -308,7 +312,7 @@ def test_bucket_made_by_a_client_plans_clean(clean_server: ServerProcess) -> Non
     )
     plan = plan_on(clean_server, docs)
     (change,) = plan.changes
-    # Only the ownership marker differs: apply adopts the bucket.
+    # Only the ownership marker differs: nobody managed the bucket, apply takes it over.
     assert [f.path for f in change.fields] == [f"metadata.{MANAGED_BY_KEY}"]
 
 
@@ -383,7 +387,7 @@ def test_live_configs_plan_offline(clean_server: ServerProcess) -> None:
     """make_plan needs only the live state, so other ways in can plan from a snapshot."""
     apply_on(clean_server, resources(ORDERS_DOCS))
     live = run_on(clean_server, read_live)
-    assert not make_plan(resources(ORDERS_DOCS), live).has_changes
+    assert not make_plan(resources(ORDERS_DOCS), live, owner="cli").has_changes
 
 
 def test_pause_until_is_applied_through_the_pause_api(clean_server: ServerProcess) -> None:
@@ -454,3 +458,35 @@ def test_priority_groups_plan_clean_or_are_refused(clean_server: ServerProcess) 
     failed = [r for r in report.results if r.status is Status.FAILED]
     assert [str(r.change.key) for r in failed] == ["Consumer/PRIO/P"]
     assert "priority groups are not supported" in failed[0].message
+
+
+def test_prune_leaves_what_other_owners_manage(clean_server: ServerProcess) -> None:
+    """Terraform, the operator and every repository wrote one marker, so a CLI prune deleted
+    their streams. Now each writes its own name, and a prune deletes only its own."""
+    assert apply_on(clean_server, resources(ORDERS_DOCS), owner="terraform:prod").ok
+    assert apply_on(clean_server, resources(BUCKETS), owner="github:acme/infra").ok
+    plan = plan_on(clean_server, [], prune=True)
+    assert actions(plan) == {}
+    assert apply_on(clean_server, [], prune=True).ok
+    info = raw(clean_server, "STREAM.INFO.ORDERS")
+    assert info["config"]["metadata"][MANAGED_BY_KEY] == "terraform:prod"
+    # Their own prune is theirs to run.
+    plan = plan_on(clean_server, [], prune=True, owner="github:acme/infra")
+    assert set(actions(plan).values()) == {"delete"} and "Stream/ORDERS" not in actions(plan)
+
+
+def test_apply_refuses_what_another_owner_manages_until_adopted(
+    clean_server: ServerProcess,
+) -> None:
+    assert apply_on(clean_server, resources(ORDERS_DOCS), owner="terraform:prod").ok
+    changed = resources(ORDERS_DOCS.replace("maxAge: 1y", "maxAge: 30d"))
+    plan = plan_on(clean_server, changed)
+    assert [str(c.key) for c in plan.refusals] == ["Stream/ORDERS", "Consumer/ORDERS/NEW"]
+    assert all(c.conflict == "terraform:prod" for c in plan.refusals)
+    adopted = plan_on(clean_server, changed, adopt=True)
+    assert not adopted.refusals
+    assert apply_on(clean_server, changed, adopt=True).ok
+    info = raw(clean_server, "STREAM.INFO.ORDERS")
+    assert info["config"]["metadata"][MANAGED_BY_KEY] == "cli"
+    assert info["config"]["max_age"] == 30 * 24 * 3600 * 10**9
+    assert not plan_on(clean_server, changed).has_changes

@@ -123,3 +123,50 @@ def test_files_may_name_several_paths(
         "Consumer/NEW",
         "Consumer/DISPATCH",
     }
+
+
+AUDIT = """apiVersion: headwater.io/v1
+kind: Stream
+metadata: {name: audit}
+spec: {name: AUDIT, subjects: ["audit.>"]}
+"""
+
+
+async def managed_by(url: str, stream: str) -> str | None:
+    nc = await nats.connect(url)
+    try:
+        info = await nc.jetstream().stream_info(stream)
+        return (info.config.metadata or {}).get("headwater.io/managed-by")
+    finally:
+        await nc.close()
+
+
+async def test_owner_is_the_repository_and_prune_spares_other_owners(
+    headwater_js: ServerProcess, act: RunAction, workspace: Path
+) -> None:
+    """Every way in wrote one marker, so the apply workflow's prune deleted what Terraform,
+    the operator or another directory managed. Now the owner defaults to the repository."""
+    shutil.copytree(EXAMPLES / "orders", workspace / "jetstream")
+    (workspace / "audit").mkdir()
+    (workspace / "audit" / "audit.yaml").write_text(AUDIT)
+    server = headwater_js.url
+    audit = act("apply", server=server, files="audit", owner="github:acme/infra/audit")
+    assert audit.ok, audit.log
+    assert act("apply", server=server, files="jetstream").ok
+    assert await managed_by(server, "ORDERS") == "github:acme/infra"
+    assert await managed_by(server, "AUDIT") == "github:acme/infra/audit"
+
+    pruned = act("apply", server=server, files="jetstream", prune="true")
+    assert pruned.ok and pruned.outputs["changed"] == "false", pruned.log
+    assert await managed_by(server, "AUDIT") == "github:acme/infra/audit"
+
+    # The audit directory naming ORDERS is refused, naming the owner, until it adopts.
+    shutil.copy(workspace / "jetstream" / "orders-stream.yaml", workspace / "audit")
+    refused = act("plan", server=server, files="audit", owner="github:acme/infra/audit")
+    assert not refused.ok and refused.outputs["exit-code"] == "1"
+    assert "managed by owner 'github:acme/infra'" in refused.outputs["markdown"]
+    adopted = act(
+        "apply", server=server, files="audit", owner="github:acme/infra/audit", adopt="yes"
+    )
+    assert adopted.ok, adopted.log
+    assert await managed_by(server, "ORDERS") == "github:acme/infra/audit"

@@ -148,6 +148,7 @@ def runner_env(workspace: Path, temp: Path, extra: dict[str, str] | None = None)
         "CI": "true",
         "GITHUB_ACTIONS": "true",
         "GITHUB_WORKSPACE": str(workspace),
+        "GITHUB_REPOSITORY": "acme/infra",
         "RUNNER_TEMP": str(temp),
         "RUNNER_OS": "Linux",
     }

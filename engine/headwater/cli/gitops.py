@@ -26,6 +26,7 @@ from headwater.control import render
 from headwater.control.api import ApiError, ApiUnavailable
 from headwater.control.apply import ApplyRefused, ApplyReport, Result, apply_plan
 from headwater.control.documents import DocumentErrors, Resource, load_documents
+from headwater.control.models import ADOPT_ANNOTATION, MANAGED_BY_VALUE
 from headwater.control.plan import Plan, PlanError
 from headwater.control.reconcile import export_documents, plan_resources
 
@@ -33,6 +34,20 @@ T = TypeVar("T")
 
 FILES_HELP = "YAML file or directory of documents (repeatable)."
 JSON_HELP = "Print JSON (same as the global --json)."
+DEFAULT_OWNER = "cli"
+"""Who ``headwater apply`` is when not told: never the name Terraform, the operator or the
+GitHub Actions write, so a prune here never deletes what they manage (docs/CONTROL.md)."""
+OWNER_OPTION = typer.Option(
+    DEFAULT_OWNER,
+    "--owner",
+    envvar="HEADWATER_OWNER",
+    help="Who manages what these documents create (recorded as headwater.io/managed-by); "
+    "prune deletes only this owner's resources. One name per repository or directory.",
+)
+ADOPT_HINT = f'run with --adopt, or annotate the document {ADOPT_ANNOTATION}: "true"'
+ADOPT_OPTION = typer.Option(
+    False, "--adopt", help="Take over resources another owner manages (shown in the plan)."
+)
 
 
 def _consoles() -> tuple[Console, Console]:
@@ -97,16 +112,38 @@ def _cli(ctx: typer.Context, json_flag: bool) -> CliContext:
 
 
 def _plan(
-    cli: CliContext, files: list[str], prune: bool, allow_replace: bool
+    cli: CliContext, files: list[str], owner: str, prune: bool, allow_replace: bool, adopt: bool
 ) -> tuple[CliContext, Plan]:
     _out, err = _consoles()
     resources = _load(files, err, cli)
+    owner = _owner(owner, err)
 
     async def body(nc: Client) -> Plan:
-        plan, _live = await plan_resources(nc, resources, prune=prune, allow_replace=allow_replace)
+        plan, _live = await plan_resources(
+            nc,
+            resources,
+            owner=owner,
+            prune=prune,
+            allow_replace=allow_replace,
+            adopt=adopt,
+            adopt_hint=ADOPT_HINT,
+        )
         return plan
 
     return cli, _run(cli, err, body)
+
+
+def _owner(owner: str, err: Console) -> str:
+    owner = owner.strip()
+    if not owner or owner == MANAGED_BY_VALUE:
+        err.print(
+            f"Error: --owner {owner!r} is not an owner's name: use one per repository or "
+            "directory, such as github:org/repo",
+            highlight=False,
+            markup=False,
+        )
+        raise typer.Exit(exitcodes.ERROR)
+    return owner
 
 
 def _plan_exit(plan: Plan) -> None:
@@ -128,10 +165,12 @@ def plan(
         None, "--markdown", help="Append the plan as markdown to FILE ($GITHUB_STEP_SUMMARY)."
     ),
     show_unchanged: bool = typer.Option(False, "--show-unchanged", help="List no-ops too."),
+    owner: str = OWNER_OPTION,
+    adopt: bool = ADOPT_OPTION,
     json_flag: bool = typer.Option(False, "--json", "-j", help=JSON_HELP),
 ) -> None:
     """Show what apply would change. Exit 0 no changes, 2 changes, 1 error."""
-    cli, result = _plan(_cli(ctx, json_flag), files, prune, allow_replace)
+    cli, result = _plan(_cli(ctx, json_flag), files, owner, prune, allow_replace, adopt)
     if markdown is not None:
         with markdown.open("a", encoding="utf-8") as stream:
             stream.write(render.plan_markdown(result))
@@ -146,10 +185,11 @@ def diff(
     ctx: typer.Context,
     files: list[str] = typer.Option(..., "-f", "--file", help=FILES_HELP),
     prune: bool = typer.Option(False, "--prune", help="Include deletes of owned resources."),
+    owner: str = OWNER_OPTION,
     json_flag: bool = typer.Option(False, "--json", "-j", help=JSON_HELP),
 ) -> None:
     """Show live vs desired, field by field. Exit 0 no changes, 2 changes, 1 error."""
-    cli, result = _plan(_cli(ctx, json_flag), files, prune, False)
+    cli, result = _plan(_cli(ctx, json_flag), files, owner, prune, False, False)
     if cli.json_output:
         drift = [change.to_dict() for change in result.ordered() if change.drift]
         typer.echo(json.dumps({"drift": drift, "has_changes": result.has_changes}, indent=2))
@@ -180,15 +220,26 @@ def apply(
     markdown: Path | None = typer.Option(
         None, "--markdown", help="Append the plan and results as markdown to FILE."
     ),
+    owner: str = OWNER_OPTION,
+    adopt: bool = ADOPT_OPTION,
     json_flag: bool = typer.Option(False, "--json", "-j", help=JSON_HELP),
 ) -> None:
     """Make the server match the documents. Exit 0 success, 1 error."""
     cli = _cli(ctx, json_flag)
     out, err = _consoles()
     resources = _load(files, err, cli)
+    owner = _owner(owner, err)
 
     async def body(nc: Client) -> tuple[Plan, ApplyReport | None]:
-        plan, _live = await plan_resources(nc, resources, prune=prune, allow_replace=allow_replace)
+        plan, _live = await plan_resources(
+            nc,
+            resources,
+            owner=owner,
+            prune=prune,
+            allow_replace=allow_replace,
+            adopt=adopt,
+            adopt_hint=ADOPT_HINT,
+        )
         if plan.refusals:
             raise ApplyRefused(plan)
         if not plan.has_changes:

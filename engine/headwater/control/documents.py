@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from headwater.control.models import KINDS, Consumer, ResourceKey, ResourceSpec
+from headwater.control.models import ADOPT_ANNOTATION, KINDS, Consumer, ResourceKey, ResourceSpec
 from headwater.control.models.base import SERVER_METADATA_PREFIX
 
 API_VERSION = "headwater.io/v1"
@@ -109,6 +109,10 @@ class Resource:
     @property
     def allow_replace(self) -> bool:
         return str(self.annotations.get(ALLOW_REPLACE_ANNOTATION, "")).lower() == "true"
+
+    @property
+    def adopt(self) -> bool:
+        return str(self.annotations.get(ADOPT_ANNOTATION, "")).lower() == "true"
 
 
 def document_files(paths: Iterable[str | Path]) -> list[Path]:

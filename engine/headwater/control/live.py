@@ -17,7 +17,6 @@ from headwater.control import api
 from headwater.control.models import (
     KV_PREFIX,
     MANAGED_BY_KEY,
-    MANAGED_BY_VALUE,
     OBJ_PREFIX,
     PREVENT_DELETE_KEY,
     Consumer,
@@ -96,9 +95,13 @@ class LiveState:
             config = config.get("config") or {}
         return dict(config.get("metadata") or {})
 
-    def owned(self, key: ResourceKey) -> bool:
-        """Carries Headwater's ownership marker, so prune may delete it."""
-        return self.metadata(key).get(MANAGED_BY_KEY) == MANAGED_BY_VALUE
+    def owner(self, key: ResourceKey) -> str | None:
+        """Who manages the live resource (its ``headwater.io/managed-by``); None: nobody."""
+        return self.metadata(key).get(MANAGED_BY_KEY) or None
+
+    def owned(self, key: ResourceKey, owner: str) -> bool:
+        """``owner`` manages it, so ``owner`` may prune or delete it."""
+        return self.owner(key) == owner
 
     def delete_prevented(self, key: ResourceKey) -> bool:
         return self.metadata(key).get(PREVENT_DELETE_KEY) == "true"

@@ -8,9 +8,15 @@ Each desired resource gets a typed Change:
   workqueue, a consumer's deliver or ack policy ...). Replacing deletes and re-creates, losing
   messages or a consumer's position, so it is destructive and refused unless allowed for that
   resource (annotation ``headwater.io/allow-replace: "true"``) or for the run;
-* ``delete``: with prune, a live resource no document names that carries the ownership marker;
+* ``delete``: with prune, a live resource no document names that this plan's owner manages;
   also consumers that go with a stream being replaced or deleted;
 * ``noop``.
+
+Every plan is made for one owner (``headwater.io/managed-by``: ``cli``, ``github:org/repo``,
+``terraform:prod``, ``kubernetes:ns/name``). A live resource another owner manages is refused
+(``conflict`` names that owner) unless the run or the document adopts it (``--adopt``,
+annotation ``headwater.io/adopt: "true"``, ``terraform import``); an adoption is shown as the
+marker's change. A resource nobody manages is taken over without asking, and the plan says so.
 
 Configs are compared after filling every server default on both sides, so a plan right after
 an apply is empty on Headwater and on nats-server alike.
@@ -27,9 +33,18 @@ from pydantic import ValidationError
 
 from headwater.control.documents import Resource
 from headwater.control.live import LiveState
-from headwater.control.models import Consumer, ResourceKey, ResourceSpec
+from headwater.control.models import (
+    ADOPT_ANNOTATION,
+    MANAGED_BY_VALUE,
+    Consumer,
+    ResourceKey,
+    ResourceSpec,
+)
 from headwater.control.models.common import ConsumerLimits
 from headwater.control.models.stream import StreamFields
+
+ADOPT_HINT = f'annotate it {ADOPT_ANNOTATION}: "true"'
+"""How a document adopts; ways in with their own means (a flag, an import) say theirs."""
 
 
 class Action(StrEnum):
@@ -71,6 +86,9 @@ class Change:
     """Non-empty: apply leaves this alone (preventUpdate, preventDelete, drift_policy)."""
     implicit: bool = False
     """Happens as a side effect of another change (consumers deleted with their stream)."""
+    conflict: str = ""
+    """Non-empty: another owner manages the live resource (its marker); the change is refused
+    unless adopted."""
 
     @property
     def actionable(self) -> bool:
@@ -100,6 +118,8 @@ class Change:
             out["skipped"] = self.skipped
         if self.implicit:
             out["implicit"] = True
+        if self.conflict:
+            out["owner"] = self.conflict
         return out
 
 
@@ -107,6 +127,7 @@ class Change:
 class Plan:
     changes: list[Change]
     prune: bool = False
+    owner: str = ""
 
     @property
     def has_changes(self) -> bool:
@@ -145,6 +166,7 @@ class Plan:
             "has_changes": self.has_changes,
             "refused": [str(change.key) for change in self.refusals],
             "prune": self.prune,
+            "owner": self.owner,
         }
 
 
@@ -181,11 +203,17 @@ def make_plan(
     resources: Iterable[Resource],
     live: LiveState,
     *,
+    owner: str,
     prune: bool = False,
     allow_replace: bool = False,
+    adopt: bool = False,
+    adopt_hint: str = ADOPT_HINT,
 ) -> Plan:
-    """Compare the documents with the live state. Raises PlanError when a consumer names a
-    stream that neither the documents nor the server have."""
+    """Compare the documents with the live state, as ``owner`` (see the module docstring).
+    ``adopt_hint`` tells, in a conflict's refusal, how this way in adopts. Raises PlanError
+    when a consumer names a stream that neither the documents nor the server have."""
+    if not owner or owner == MANAGED_BY_VALUE:
+        raise ValueError(f"a plan needs an owner's name (not {owner!r})")
     desired = {resource.key: resource for resource in resources}
     problems = _missing_streams(desired.values(), live)
     if problems:
@@ -193,11 +221,32 @@ def make_plan(
     changes: dict[ResourceKey, Change] = {}
     stream_limits = _desired_limits(desired.values())
     for key, resource in desired.items():
-        changes[key] = _change_for(resource, live, stream_limits, allow_replace)
+        change = _change_for(resource, owner, live, stream_limits, allow_replace)
+        _check_owner(change, live, owner, adopt or resource.adopt, adopt_hint)
+        changes[key] = change
     _cascade_stream_replaces(changes, live)
     if prune:
-        _prune(changes, desired, live)
-    return Plan(changes=list(changes.values()), prune=prune)
+        _prune(changes, desired, live, owner)
+    return Plan(changes=list(changes.values()), prune=prune, owner=owner)
+
+
+def _check_owner(change: Change, live: LiveState, owner: str, adopt: bool, hint: str) -> None:
+    """Refuse to change what another owner manages, unless adopting; say when an unmanaged
+    resource is taken over."""
+    current = live.owner(change.key) if live.config(change.key) is not None else owner
+    if current == owner or change.action is Action.CREATE:
+        return
+    if current is None:
+        change.reasons.append("takes over a resource nobody manages (no headwater.io/managed-by)")
+        return
+    if adopt:
+        change.reasons.append(f"adopted from owner {current!r}")
+        return
+    change.conflict = current
+    who = f"owner {current!r}"
+    if current == MANAGED_BY_VALUE:
+        who += " (written before owners had names: Terraform, the operator or another repository)"
+    change.refused = f"managed by {who}, not by {owner!r}; to take it over, {hint}"
 
 
 def _missing_streams(resources: Iterable[Resource], live: LiveState) -> list[str]:
@@ -228,11 +277,12 @@ def _desired_limits(resources: Iterable[Resource]) -> dict[str, ConsumerLimits]:
 
 def _change_for(
     resource: Resource,
+    owner: str,
     live: LiveState,
     stream_limits: Mapping[str, ConsumerLimits],
     allow_replace: bool,
 ) -> Change:
-    spec, key = resource.spec, resource.key
+    spec, key = resource.spec.owned_by(owner), resource.key
     source = f"{resource.file}" + (f"#{resource.index + 1}" if resource.index else "")
     context: dict[str, Any] = {}
     if isinstance(spec, Consumer):
@@ -321,9 +371,13 @@ def _cascade_stream_replaces(changes: dict[ResourceKey, Change], live: LiveState
 
 
 def _prune(
-    changes: dict[ResourceKey, Change], desired: Mapping[ResourceKey, Resource], live: LiveState
+    changes: dict[ResourceKey, Change],
+    desired: Mapping[ResourceKey, Resource],
+    live: LiveState,
+    owner: str,
 ) -> None:
-    """Delete owned live resources no document names (consumers go with their stream)."""
+    """Delete the live resources ``owner`` manages that no document names (consumers go with
+    their stream)."""
     deleted_streams: set[str] = set()
     # A stream a desired consumer reads from stays, even if no document names the stream.
     needed = {key.stream for key in desired if key.kind == "Consumer"}
@@ -332,11 +386,14 @@ def _prune(
             continue
         if live.stream_of(key) in needed:
             continue
-        if not live.owned(key):
+        if not live.owned(key, owner):
             continue
         change = Change(key, Action.DELETE, reasons=["no document names it"], destructive=True)
+        foreign = _foreign_consumers(live, live.stream_of(key), owner)
         if live.delete_prevented(key):
             change.skipped = "preventDelete: the server keeps it"
+        elif foreign:
+            change.skipped = f"kept: other owners manage consumers on it ({foreign})"
         else:
             stream = live.stream_of(key)
             if stream:
@@ -355,11 +412,23 @@ def _prune(
                 destructive=True,
                 implicit=True,
             )
-        elif live.owned(key):
+        elif live.owned(key, owner):
             change = Change(key, Action.DELETE, reasons=["no document names it"], destructive=True)
             if live.delete_prevented(key):
                 change.skipped = "preventDelete: the server keeps it"
             changes[key] = change
+
+
+def _foreign_consumers(live: LiveState, stream: str | None, owner: str) -> str:
+    """The consumers on ``stream`` another named owner manages, as ``C by 'owner'``."""
+    found = []
+    for stream_name, name in sorted(live.consumers):
+        if stream_name != stream:
+            continue
+        other = live.owner(ResourceKey("Consumer", name, stream_name))
+        if other is not None and other != owner:
+            found.append(f"{name} by {other!r}")
+    return ", ".join(found)
 
 
 def _template_streams_go(

@@ -22,19 +22,30 @@ from headwater.control.models import (
     ResourceKey,
     ResourceSpec,
 )
-from headwater.control.plan import Plan, make_plan
+from headwater.control.plan import ADOPT_HINT, Plan, make_plan
 
 
 async def plan_resources(
     nc: Client,
     resources: Iterable[Resource],
     *,
+    owner: str,
     prune: bool = False,
     allow_replace: bool = False,
+    adopt: bool = False,
+    adopt_hint: str = ADOPT_HINT,
     timeout: float = api.DEFAULT_TIMEOUT,
 ) -> tuple[Plan, LiveState]:
     live = await read_live(nc, timeout=timeout)
-    plan = make_plan(resources, live, prune=prune, allow_replace=allow_replace)
+    plan = make_plan(
+        resources,
+        live,
+        owner=owner,
+        prune=prune,
+        allow_replace=allow_replace,
+        adopt=adopt,
+        adopt_hint=adopt_hint,
+    )
     return plan, live
 
 
@@ -42,14 +53,23 @@ async def apply_resources(
     nc: Client,
     resources: Iterable[Resource],
     *,
+    owner: str,
     prune: bool = False,
     allow_replace: bool = False,
+    adopt: bool = False,
     on_result: Callable[[Result], None] | None = None,
     timeout: float = api.DEFAULT_TIMEOUT,
 ) -> tuple[Plan, ApplyReport]:
-    """Plan, then apply. Raises PlanError/ApplyRefused before changing anything."""
+    """Plan as ``owner``, then apply. Raises PlanError/ApplyRefused before changing
+    anything."""
     plan, _live = await plan_resources(
-        nc, resources, prune=prune, allow_replace=allow_replace, timeout=timeout
+        nc,
+        resources,
+        owner=owner,
+        prune=prune,
+        allow_replace=allow_replace,
+        adopt=adopt,
+        timeout=timeout,
     )
     report = await apply_plan(nc, plan, on_result=on_result, timeout=timeout)
     return plan, report

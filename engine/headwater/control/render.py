@@ -76,6 +76,11 @@ def summary_line(plan: Plan) -> str:
     return text
 
 
+def owner_line(plan: Plan) -> str:
+    prune = "; prune deletes only what it manages" if plan.prune else ""
+    return f"Owner: {plan.owner} (headwater.io/managed-by){prune}."
+
+
 def plan_table(plan: Plan, *, show_noop: bool = False) -> Table:
     table = Table(title="Plan", show_lines=True)
     table.add_column("", no_wrap=True)
@@ -98,6 +103,7 @@ def plan_table(plan: Plan, *, show_noop: bool = False) -> Table:
 def print_plan(plan: Plan, console: Console, *, show_noop: bool = False) -> None:
     if any(change.action is not Action.NOOP for change in plan.changes) or show_noop:
         console.print(plan_table(plan, show_noop=show_noop))
+    console.print(owner_line(plan), highlight=False, markup=False)
     console.print(summary_line(plan))
     if not plan.has_changes:
         console.print("No changes. The server matches the documents.")
@@ -105,7 +111,7 @@ def print_plan(plan: Plan, console: Console, *, show_noop: bool = False) -> None
 
 def plan_markdown(plan: Plan) -> str:
     """A markdown plan fit for $GITHUB_STEP_SUMMARY and a pull-request comment."""
-    lines = ["## Headwater plan", "", summary_line(plan), ""]
+    lines = ["## Headwater plan", "", owner_line(plan), "", summary_line(plan), ""]
     visible = list(_visible(plan.ordered(), False))
     if not visible:
         lines.append("No changes. The server matches the documents.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from headwater.control.models.base import (
+    ADOPT_ANNOTATION,
     CONTROL_METADATA_KEYS,
     MANAGED_BY_KEY,
     MANAGED_BY_VALUE,
@@ -35,6 +36,7 @@ def json_schema(kind: str) -> dict[str, object]:
 
 
 __all__ = [
+    "ADOPT_ANNOTATION",
     "CONTROL_METADATA_KEYS",
     "KINDS",
     "KV_PREFIX",

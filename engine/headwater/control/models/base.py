@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    PrivateAttr,
     WithJsonSchema,
     model_validator,
 )
@@ -23,8 +24,14 @@ from pydantic import (
 from headwater.control import units
 
 MANAGED_BY_KEY = "headwater.io/managed-by"
-"""Metadata key ``apply`` sets on what it creates; ``prune`` deletes only what carries it."""
+"""Metadata key naming the owner of an asset: the way in and instance that manages it
+(``cli``, ``github:org/repo``, ``terraform:prod``, ``kubernetes:ns/name``). Every way in writes
+its own identity here; prune and delete touch only assets whose value is their own."""
 MANAGED_BY_VALUE = "headwater"
+"""The one value every way in wrote before owners had names. Whose such an asset is cannot be
+told (Terraform's, the operator's, a repository's), so no owner takes it without adopting."""
+ADOPT_ANNOTATION = "headwater.io/adopt"
+"""Document annotation: take this asset over from its current owner (shown in the plan)."""
 PREVENT_DELETE_KEY = "headwater.io/prevent-delete"
 """Metadata key recording ``preventDelete`` on the server, so a later prune (whose documents no
 longer name the resource) still knows not to delete it."""
@@ -197,9 +204,21 @@ class ControlFields(SpecModel):
         *CONNECTION_FIELDS,
     )
 
+    _owner: str = PrivateAttr(default="")
+
+    def owned_by(self, owner: str) -> Self:
+        """This spec as ``owner`` writes it: the ownership marker carries ``owner``."""
+        copy = self.model_copy()
+        copy._owner = owner
+        return copy
+
+    @property
+    def owner(self) -> str:
+        return self._owner
+
     def control_metadata(self) -> dict[str, str]:
-        """Metadata apply writes next to the user's: the ownership marker, and preventDelete."""
-        extra = {MANAGED_BY_KEY: MANAGED_BY_VALUE}
+        """Metadata apply writes next to the user's: the owner's marker, and preventDelete."""
+        extra = {MANAGED_BY_KEY: self._owner} if self._owner else {}
         if self.prevent_delete:
             extra[PREVENT_DELETE_KEY] = "true"
         return extra
