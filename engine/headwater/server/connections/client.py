@@ -16,6 +16,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any
 
+from headwater.server.budget import SLICE_S
 from headwater.server.connections import auth
 from headwater.server.connections.listen import peer_ip
 from headwater.server.protocol import encoder, headers
@@ -103,6 +104,9 @@ class ClientConnection(asyncio.Protocol):
         # later bytes in _early_data; both run, in order, once the check is done.
         self._auth_check: asyncio.Future[str | None] | None = None
         self._held_ops: list[tuple[Any, ...]] = []
+        # A read whose operations ran a whole slice (SLICE_S) finishes on a later pass of the
+        # loop: the rest is held as above and this handle resumes it (reading paused till then).
+        self._deferred: asyncio.Handle | None = None
 
     # --- transport callbacks -------------------------------------------------------------
 
@@ -192,9 +196,10 @@ class ClientConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        if self._tls_upgrading or self._auth_check is not None:
+        if self._tls_upgrading or self._auth_check is not None or self._deferred is not None:
             self._early_data.append(data)
             return
+        began = time.perf_counter()  # the slice counts the parse too
         try:
             ops = self.parser.feed(data)
         except ProtocolError as exc:
@@ -205,13 +210,17 @@ class ClientConnection(asyncio.Protocol):
             self.close(exc.text or "Protocol Violation")
             return
         self.last_activity = time.time()
-        self._run_ops(ops)
+        self._run_ops(ops, began)
 
-    def _run_ops(self, ops: list[tuple[Any, ...]]) -> None:
+    def _run_ops(self, ops: list[tuple[Any, ...]], began: float | None = None) -> None:
         batching = self.connected and not (self.verbose or self.pedantic)
         count = len(ops)
         i = 0
+        until = (began or time.perf_counter()) + SLICE_S
         while i < count:
+            if time.perf_counter() >= until:
+                self._defer(ops[i:])
+                return
             op = ops[i]
             if op[0] != PUB:
                 if not self._control_op(op):
@@ -330,16 +339,38 @@ class ClientConnection(asyncio.Protocol):
             return
         if not self._connected(done.result(), options):
             return
+        self._run_held()
+
+    def _defer(self, rest: list[tuple[Any, ...]]) -> None:
+        """This read's operations used a whole slice of the loop: hold the rest for the next
+        pass and read nothing meanwhile, so one client's burst (tens of thousands of small
+        publishes in one read) never stalls the others (docs/OWNERSHIP.md, rule 5)."""
+        assert self.transport is not None
+        self._held_ops = rest
+        self._deferred = self.loop.call_soon(self._resume_deferred)
+        self.transport.pause_reading()
+
+    def _resume_deferred(self) -> None:
+        self._deferred = None
+        if not self.closed:
+            self._run_held()
+
+    def _run_held(self) -> None:
+        """Run, in order, what waited for an auth check or a later pass: the operations
+        parsed, then the bytes read; then read again, unless the work stopped once more."""
         held, self._held_ops = self._held_ops, []
         self._run_ops(held)
-        if self.closed or self._auth_check is not None:
-            return  # a held CONNECT started another check; it resumes from there
+        if self._waiting():
+            return  # a held CONNECT started another check, or the slice ran out again
         early, self._early_data = self._early_data, []
         for chunk in early:
-            # A CONNECT in here may start another check: later chunks are then held again.
+            # Once the work stops again, data_received holds the later chunks again, in order.
             self.data_received(chunk)
-        if not self.closed and self._auth_check is None and self.transport is not None:
+        if not self._waiting() and self.transport is not None:
             self.transport.resume_reading()
+
+    def _waiting(self) -> bool:
+        return self.closed or self._auth_check is not None or self._deferred is not None
 
     def _connected(self, user: str | None, options: dict[str, Any]) -> bool:
         """Apply an authenticated CONNECT; False means the connection was closed."""
