@@ -25,6 +25,7 @@ variable "servers" {
 
 provider "headwater" {
   servers = var.servers
+  # owner     = "terraform:prod" # headwater.io/managed-by of what it manages; default "terraform"
   # js_domain = "hub"            # JetStream domain ($JS.hub.API); default NATS_JS_DOMAIN
   # nkey      = "/path/user.nk"  # nkey user seed file; default NATS_NKEY
 }

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from headwater.control.connection import ConnectionSettings
+from headwater_operator.ownership import check_cluster_id
 
 DEFAULT_PROFILE = "headwater-connection"
 """A Secret/ConfigMap of this name gives every resource in its namespace its connection."""
@@ -37,6 +38,8 @@ class OperatorConfig:
     """Where credentials and TLS files from Secrets are written for nats-py (0600)."""
     watch_timeout: float | None = None
     """Server-side watch timeout (kopf's default when None)."""
+    cluster_id: str = ""
+    """Prefix of every owner this operator writes (``kubernetes:<cluster>/...``); empty: none."""
 
     def backoff(self, retry: int) -> float:
         return float(min(self.max_backoff, 2 ** min(retry, 16)))
@@ -44,6 +47,13 @@ class OperatorConfig:
 
 def _env_float(env: Mapping[str, str], name: str, default: float) -> float:
     return float(env[name]) if env.get(name) else default
+
+
+def _cluster_id(value: str) -> str:
+    try:
+        return check_cluster_id(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def parse_args(
@@ -93,6 +103,13 @@ def parse_args(
     )
     parser.add_argument("--metrics-host", default=env.get("HEADWATER_METRICS_HOST", "0.0.0.0"))
     parser.add_argument("--cache-dir", type=Path, default=env.get("HEADWATER_CACHE_DIR") or None)
+    parser.add_argument(
+        "--cluster-id",
+        type=_cluster_id,
+        default=env.get("HEADWATER_CLUSTER_ID", ""),
+        help="this cluster's name in the owner of what the operator manages "
+        "(kubernetes:<cluster>/<ns>/<kind>/<name>; env HEADWATER_CLUSTER_ID)",
+    )
     options, rest = parser.parse_known_args(list(argv))
     connection = ConnectionSettings.from_env(
         env,
@@ -115,5 +132,6 @@ def parse_args(
         metrics_host=options.metrics_host,
         metrics_port=options.metrics_port,
         cache_dir=Path(options.cache_dir) if options.cache_dir else None,
+        cluster_id=options.cluster_id,
     )
     return config, rest

@@ -3,6 +3,10 @@
 Every handler is a method of one ``Operator`` (its config, NATS connections, metrics and
 per-resource locks) registered on a kopf registry by ``Operator.register``: no module-level
 state, so the tests can run several operators in one process through kopf's ``KopfRunner``.
+
+Each custom resource is the owner of the asset it names (``ownership.owner_of``): it plans as
+that owner, and its deletion deletes the asset only when the asset's ``headwater.io/managed-by``
+names it; another owner's asset, or one nobody manages, is left in place.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
@@ -19,6 +24,7 @@ from headwater.control import api
 from headwater.control.apply import Status, apply_plan
 from headwater.control.connection import ConnectionSettings
 from headwater.control.documents import Resource
+from headwater.control.models import MANAGED_BY_KEY
 from headwater.control.plan import Action, Change, Plan
 from headwater_operator import GROUP, VERSION
 from headwater_operator.config import OperatorConfig
@@ -36,6 +42,7 @@ from headwater_operator.connection import (
 )
 from headwater_operator.live import figures, read_resource, stream_of
 from headwater_operator.metrics import Metrics
+from headwater_operator.ownership import owner_of
 from headwater_operator.reconcile import Condition, Event, Mode, Outcome, reconcile
 from headwater_operator.resources import parse_body
 from headwater_operator.restore import BACKUP_INVALID, reconcile_with_restore, wants_restore
@@ -51,8 +58,19 @@ PLURALS = {
     "StreamTemplate": "streamtemplates",
 }
 STREAM_KINDS = ("Stream", "KeyValue", "ObjectStore")
+LOGGER = logging.getLogger(__name__)
 UNREACHABLE = (ConnectionError, OSError, TimeoutError, NatsError, api.ApiUnavailable)
 """Failures of the connection rather than of the request: retried, the connection dropped."""
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """What deleting a resource did on the server."""
+
+    outcome: str
+    """"deleted", "prevented" (server metadata), "missing", or "left" (another's asset)."""
+    manager: str | None = None
+    """Who manages an asset left in place (None: nobody)."""
 
 
 class Operator:
@@ -206,6 +224,7 @@ class Operator:
             "refused",
             "skipped",
             "reported",
+            "conflict",
             "failed",
             "waiting",
             "unreachable",
@@ -248,10 +267,11 @@ class Operator:
                 )
                 self._post(body, Event("Normal", "DeleteWaiting", message))
                 raise kopf.TemporaryError(message, delay=self.config.wait_delay)
+        owner = self.owner(body)
         async with self._lock(body):
             try:
                 settings = self._settings(resource, namespace, kwargs)
-                deleted = await self._delete(settings, resource)
+                deletion = await self._delete(settings, resource, owner)
             except (
                 ProfileMissing,
                 ProfileInvalid,
@@ -264,18 +284,11 @@ class Operator:
                 self.metrics.errors.labels(kind, "DeleteFailed").inc()
                 raise kopf.TemporaryError(message, delay=self.config.backoff(retry)) from None
         self._locks.pop(str(body.get("metadata", {}).get("uid")), None)
-        if deleted:
-            self._post(body, Event("Normal", "Deleted", f"{what}: deleted from the server"))
-        else:
-            self._post(
-                body,
-                Event(
-                    "Normal",
-                    "DeletePrevented",
-                    f"{what}: marked preventDelete on the server; it keeps it",
-                ),
-            )
-        self.metrics.reconciles.labels(kind, "delete", "deleted" if deleted else "prevented").inc()
+        event = _deletion_event(what, owner, deletion)
+        if deletion.outcome == "left":
+            LOGGER.info("%s", event.message)
+        self._post(body, event)
+        self.metrics.reconciles.labels(kind, "delete", deletion.outcome).inc()
 
     # -- the work -------------------------------------------------------------------------
 
@@ -306,13 +319,15 @@ class Operator:
         async with self._lock(body):
             try:
                 nc = await self.pool.get(settings)
+                owner = self.owner(body)
+                timeout = self.config.request_timeout
                 if wants_restore(resource, mode):
                     outcome = await reconcile_with_restore(
-                        nc, resource, mode, timeout=self.config.request_timeout
+                        nc, resource, mode, owner=owner, timeout=timeout
                     )
                 else:
                     outcome, _change = await reconcile(
-                        nc, resource, mode, timeout=self.config.request_timeout
+                        nc, resource, mode, owner=owner, timeout=timeout
                     )
             except UNREACHABLE as error:
                 await self.pool.discard(settings)
@@ -338,18 +353,36 @@ class Operator:
         self.metrics.connections.set(len(self.pool))
         return outcome
 
-    async def _delete(self, settings: ConnectionSettings, resource: Resource) -> bool:
-        """Delete the resource on the server; False when its server metadata forbids it."""
+    def owner(self, body: Mapping[str, Any]) -> str:
+        """The owner the custom resource ``body`` writes in ``headwater.io/managed-by``."""
+        metadata = body.get("metadata") or {}
+        return owner_of(
+            str(body.get("kind", "")),
+            str(metadata.get("namespace", "")),
+            str(metadata.get("name", "")),
+            self.config.cluster_id,
+        )
+
+    async def _delete(
+        self, settings: ConnectionSettings, resource: Resource, owner: str
+    ) -> Deletion:
+        """Delete the resource on the server, only when ``owner`` manages it: an asset another
+        owner manages, or nobody does, is theirs (or was there before) and stays."""
         nc = await self.pool.get(settings)
         read = await read_resource(nc, resource.spec, timeout=self.config.request_timeout)
+        if not read.exists:
+            return Deletion("missing")
+        manager = read.state.owner(resource.key)
+        if manager != owner:
+            return Deletion("left", manager)
         if read.state.delete_prevented(resource.key):
-            return False
+            return Deletion("prevented")
         change = Change(resource.key, Action.DELETE, destructive=True)
         report = await apply_plan(nc, Plan([change]), timeout=self.config.request_timeout)
         for result in report.results:
             if result.status is Status.FAILED:
                 raise api.ApiError("delete", 500, 0, result.message)
-        return True
+        return Deletion("deleted")
 
     def _settings(
         self, resource: Resource, namespace: str, kwargs: Mapping[str, Any]
@@ -404,6 +437,23 @@ class Operator:
     @staticmethod
     def _post(body: kopf.Body, event: Event) -> None:
         kopf.event(body, type=event.type, reason=event.reason, message=clip(event.message))
+
+
+def _deletion_event(what: str, owner: str, deletion: Deletion) -> Event:
+    if deletion.outcome == "deleted":
+        return Event("Normal", "Deleted", f"{what}: deleted from the server")
+    if deletion.outcome == "missing":
+        return Event("Normal", "Deleted", f"{what}: not on the server; nothing to delete")
+    if deletion.outcome == "prevented":
+        return Event(
+            "Normal", "DeletePrevented", f"{what}: marked preventDelete on the server; it keeps it"
+        )
+    whose = (
+        f"managed by {deletion.manager!r}, not by {owner!r}"
+        if deletion.manager
+        else f"managed by nobody (no {MANAGED_BY_KEY})"
+    )
+    return Event("Normal", "LeftInPlace", f"{what}: {whose}; left in place")
 
 
 def _unreachable(settings: ConnectionSettings, error: BaseException) -> str:

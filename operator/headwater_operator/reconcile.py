@@ -7,6 +7,13 @@ the server behind the operator's back), corrected under ``driftPolicy: correct``
 reported under ``report``. In both modes the core's refusals stand: a destructive replace
 needs the ``headwater.io/allow-replace`` annotation, and ``preventUpdate`` keeps the server's
 config.
+
+Every reconcile is planned as the resource's own owner (``ownership.owner_of``). An asset
+another owner manages (``headwater.io/managed-by``, including the legacy value ``headwater``)
+is a ``Conflict``: nothing is written to it. The ``headwater.io/adopt`` annotation takes it
+over, but only in ``apply`` mode: a takeover is the user's act, and were the timer to honour a
+standing annotation, two annotated resources naming one asset would take it from each other on
+every sync.
 """
 
 from __future__ import annotations
@@ -19,10 +26,17 @@ from nats.aio.client import Client
 
 from headwater.control.apply import Status, apply_plan
 from headwater.control.documents import Resource
-from headwater.control.models import Consumer
+from headwater.control.models import ADOPT_ANNOTATION, Consumer
 from headwater.control.plan import Action, Change, Plan, PlanError, make_plan
 from headwater.control.render import field_lines
 from headwater_operator.live import LiveRead, read_resource
+from headwater_operator.ownership import ADOPT_HINT
+
+SYNC_ADOPT_HINT = (
+    f"edit the resource (the {ADOPT_ANNOTATION} annotation is honoured when the resource "
+    "changes or the operator restarts, not by the sync timer)"
+)
+"""The hint of a Conflict the timer finds on a resource that carries the adopt annotation."""
 
 
 class Mode(StrEnum):
@@ -66,21 +80,33 @@ def _ready(read: LiveRead, what: str) -> Condition:
     return Condition("False", "Missing", f"{what} does not exist on the server")
 
 
+def _for_mode(resource: Resource, mode: Mode) -> tuple[Resource, str]:
+    """``resource`` as ``mode`` plans it, and the hint a Conflict gives."""
+    spec = resource.spec
+    if mode is Mode.APPLY:
+        if spec.drift_policy != "correct":
+            # The user just asked for this spec: driftPolicy governs drift, not their own edits.
+            spec = spec.model_copy(update={"drift_policy": "correct"})
+            resource = dataclasses.replace(resource, spec=spec)
+        return resource, ADOPT_HINT
+    if not resource.adopt:
+        return resource, ADOPT_HINT
+    annotations = {k: v for k, v in resource.annotations.items() if k != ADOPT_ANNOTATION}
+    return dataclasses.replace(resource, annotations=annotations), SYNC_ADOPT_HINT
+
+
 async def reconcile(
-    nc: Client, resource: Resource, mode: Mode, *, timeout: float
+    nc: Client, resource: Resource, mode: Mode, *, owner: str, timeout: float
 ) -> tuple[Outcome, Change | None]:
-    """Plan and (unless refused or only reported) apply ``resource``; the outcome, and the
-    core's planned change (None when no plan could be made: a consumer's stream is missing)."""
+    """Plan as ``owner`` and (unless refused or only reported) apply ``resource``; the
+    outcome, and the core's planned change (None when no plan could be made: a consumer's
+    stream is missing)."""
     spec = resource.spec
     what = str(resource.key)
-    if mode is Mode.APPLY and spec.drift_policy != "correct":
-        # The user just asked for this spec: driftPolicy governs drift, not their own edits.
-        resource = dataclasses.replace(
-            resource, spec=spec.model_copy(update={"drift_policy": "correct"})
-        )
+    resource, hint = _for_mode(resource, mode)
     read = await read_resource(nc, resource.spec, timeout=timeout)
     try:
-        plan = make_plan([resource], read.state)
+        plan = make_plan([resource], read.state, owner=owner, adopt_hint=hint)
     except PlanError as error:
         # The core's words are for a set of documents; here it is one consumer waiting.
         message = "; ".join(error.problems)
@@ -109,7 +135,20 @@ async def reconcile(
             ),
             change,
         )
-    owned = read.state.owned(resource.key)
+    previous = read.state.owner(resource.key) if read.exists else owner
+    if change.conflict:
+        # Another owner's asset: say whose, write nothing (Ready still tells what exists).
+        return (
+            Outcome(
+                "conflict",
+                _ready(read, what),
+                Condition("False", "Conflict", change.refused),
+                Event("Warning", "Conflict", f"{what}: {change.refused}"),
+                drift=drift,
+                read=read,
+            ),
+            change,
+        )
     if change.refused:
         reason = "ReplaceRefused" if change.action is Action.REPLACE else "Refused"
         message = _with_reasons(change.refused, change)
@@ -169,7 +208,7 @@ async def reconcile(
             ),
             change,
         )
-    action, reason, text = _applied(change, mode, owned, read.exists)
+    action, reason, text = _applied(change, mode, owner, previous)
     in_sync = Condition("True", "InSync", "the server matches the spec")
     message = _with_fields(f"{what}: {text}", drift)
     return (
@@ -180,8 +219,9 @@ async def reconcile(
     )
 
 
-def _applied(change: Change, mode: Mode, owned: bool, existed: bool) -> tuple[str, str, str]:
-    """(action, event reason, message) of a change that was applied."""
+def _applied(change: Change, mode: Mode, owner: str, previous: str | None) -> tuple[str, str, str]:
+    """(action, event reason, message) of a change that was applied; ``previous`` is who
+    managed the live resource before (None: nobody)."""
     if change.action is Action.CREATE:
         if mode is Mode.SYNC:
             return "recreated", "DriftCorrected", "missing on the server; re-created"
@@ -192,10 +232,11 @@ def _applied(change: Change, mode: Mode, owned: bool, existed: bool) -> tuple[st
             "Replaced",
             "replaced (deleted and re-created): " + "; ".join(change.reasons),
         )
+    if previous != owner:
+        whose = f"from owner {previous!r}" if previous else "(nobody managed it)"
+        return "adopted", "Adopted", f"an existing resource was adopted {whose} and updated"
     if mode is Mode.SYNC:
         return "corrected", "DriftCorrected", "changed on the server; the spec was re-applied"
-    if existed and not owned:
-        return "adopted", "Adopted", "an existing resource was adopted and updated"
     return "updated", "Updated", "updated"
 
 

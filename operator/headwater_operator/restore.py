@@ -10,6 +10,11 @@ from the backed-up one, and a change that would need a replace is refused as alw
 
 A stream that exists already is never restored over: ``restore`` is ignored, and the Ready
 condition says so.
+
+The stream is restored with the resource's owner in its ``headwater.io/managed-by`` (the
+backed-up config may carry another owner's, or the legacy ``headwater``): it is this
+resource's from the start, as a stream the operator creates is. Restored consumers keep the
+metadata they were backed up with.
 """
 
 from __future__ import annotations
@@ -17,12 +22,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 from nats.aio.client import Client
 
 from headwater.control.backup import BackupError, read_backup, restore_stream
 from headwater.control.documents import Resource
-from headwater.control.models import Stream
+from headwater.control.models import MANAGED_BY_KEY, Stream
 from headwater.verify.checks import verify_backup
 from headwater.verify.findings import BackupReport
 from headwater_operator.live import read_resource
@@ -72,40 +78,50 @@ def _invalid(what: str, directory: str, problem: str) -> Outcome:
     return Outcome("invalid", condition, condition, event)
 
 
-def _check_backup(resource: Resource, directory: str) -> str | None:
-    """Why the backup can not be restored as this resource's stream, or None when it can.
-    Reads the whole archive: run it off the event loop."""
+def _check_backup(resource: Resource, directory: str) -> tuple[str | None, dict[str, Any]]:
+    """Why the backup can not be restored as this resource's stream (None when it can), and
+    the backed-up config. Reads the whole archive: run it off the event loop."""
     report = verify_backup(directory)
     if not report.ok:
-        return f"{len(report.findings)} finding(s): {findings_text(report)}"
+        return f"{len(report.findings)} finding(s): {findings_text(report)}", {}
     try:
         backup, _archive = read_backup(directory)
     except BackupError as error:
-        return str(error)
-    name = str(backup["config"].get("name", ""))
+        return str(error), {}
+    config = dict(backup["config"])
+    name = str(config.get("name", ""))
     if name != resource.spec.server_name:
         # A restore keeps the backed-up name; another stream's backup is not this one's.
-        return f"it holds stream {name!r}, the spec names {resource.spec.server_name!r}"
-    return None
+        return f"it holds stream {name!r}, the spec names {resource.spec.server_name!r}", config
+    return None, config
+
+
+def owned_config(config: dict[str, Any], owner: str) -> dict[str, Any]:
+    """The backed-up stream config with ``owner`` as its owner."""
+    metadata = {**(config.get("metadata") or {}), MANAGED_BY_KEY: owner}
+    return {**config, "metadata": metadata}
 
 
 async def reconcile_with_restore(
-    nc: Client, resource: Resource, mode: Mode, *, timeout: float
+    nc: Client, resource: Resource, mode: Mode, *, owner: str, timeout: float
 ) -> Outcome:
-    """Restore the stream from ``spec.restore.from`` when it is missing, then reconcile."""
+    """Restore the stream from ``spec.restore.from`` when it is missing, then reconcile (both
+    as ``owner``)."""
     directory = str(Path(restore_source(resource) or ""))
     what = str(resource.key)
     before = await read_resource(nc, resource.spec, timeout=timeout)
     if before.exists:
-        outcome, _change = await reconcile(nc, resource, mode, timeout=timeout)
+        outcome, _change = await reconcile(nc, resource, mode, owner=owner, timeout=timeout)
         return _noted(outcome, f"spec.restore ignored: {what} existed on the server")
-    problem = await asyncio.to_thread(_check_backup, resource, directory)
+    problem, config = await asyncio.to_thread(_check_backup, resource, directory)
     if problem is not None:
         return _invalid(what, directory, problem)
     try:
         # _check_backup has read and checked the whole archive already: a second pass here
         # would only double the time a large restore takes.
-        info = await restore_stream(nc, directory, timeout=timeout)
+        info = await restore_stream(
+            nc, directory, config=owned_config(config, owner), timeout=timeout
+        )
     except BackupError as error:
         if error.err_code != STREAM_NAME_IN_USE:
             message = f"restore from {directory} failed: {error}"
@@ -114,14 +130,14 @@ async def reconcile_with_restore(
                 "failed", failed, failed, Event("Warning", RESTORE_FAILED, message), retry=True
             )
         # Created meanwhile (by someone else): it exists now, so restore no longer applies.
-        outcome, _change = await reconcile(nc, resource, mode, timeout=timeout)
+        outcome, _change = await reconcile(nc, resource, mode, owner=owner, timeout=timeout)
         return _noted(outcome, f"spec.restore ignored: {what} was created meanwhile")
     state = info.get("state") or {}
     restored = (
         f"{what}: restored from {directory} ({state.get('messages', 0)} messages, "
         f"{state.get('consumer_count', 0)} consumers)"
     )
-    outcome, _change = await reconcile(nc, resource, mode, timeout=timeout)
+    outcome, _change = await reconcile(nc, resource, mode, owner=owner, timeout=timeout)
     return _after_restore(outcome, restored, what)
 
 

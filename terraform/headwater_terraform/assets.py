@@ -13,7 +13,10 @@ and specs:
   change alone can not be made in place; a replacement is refused (a plan-time error naming
   the attribute) unless ``allow_replace = true``;
 * refresh: the live config is compared with the state through the core, and only attributes
-  that really differ take the live value, so drift shows and spelling does not.
+  that really differ take the live value, so drift shows and spelling does not;
+* ownership: every spec is written as the provider's ``owner`` (``headwater.io/managed-by``),
+  shown as the computed ``managed_by``; an asset another owner manages is refused (create,
+  update, delete), unless this configuration imported it from that owner (see ``ownership``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from headwater.control.apply import Status, apply_plan
 from headwater.control.documents import Resource
 from headwater.control.models import (
     CONTROL_METADATA_KEYS,
+    MANAGED_BY_KEY,
+    MANAGED_BY_VALUE,
     Consumer,
     KeyValue,
     ObjectStore,
@@ -45,10 +50,11 @@ from headwater.control.plan import Action, Change, Plan, PlanError, diff, make_p
 from headwater_terraform.errors import SpecErrors, server_error, spec_errors
 from headwater_terraform.fields import Field
 from headwater_terraform.live import Snapshot, read_one
+from headwater_terraform.ownership import BEFORE_OWNERS, adopt_hint, adopt_private
 from headwater_terraform.tables import BUCKET_FIELDS, CONSUMER_FIELDS, KV_FIELDS, STREAM_FIELDS
 
 State = dict[str, Any]
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Bumped whenever attributes are added; ``upgrade`` fills the new ones from the server."""
 
 ALLOW_REPLACE = Field(
@@ -59,6 +65,15 @@ ALLOW_REPLACE = Field(
     "fails and names the attribute.",
 )
 
+
+MANAGED_BY = "managed_by"
+MANAGED_BY_HELP = (
+    "Who manages it on the server: its `headwater.io/managed-by` marker. Planned to the "
+    "provider's `owner`; another owner's value here is refused unless this configuration "
+    "imported it."
+)
+MARKER_PATH = f"metadata.{MANAGED_BY_KEY}"
+"""The core's diff path of the ownership marker."""
 
 IDENTITY_PLACEHOLDER = "unknown-until-plan"
 """Stands in for an unknown name while validating the other attributes."""
@@ -115,6 +130,9 @@ class CoreResource(ABC):
             *(item.attribute(required=True) for item in cls.IDENTITY),
             *(item.attribute() for item in cls.FIELDS),
             ALLOW_REPLACE.attribute(computed=False),
+            schema.Attribute(
+                MANAGED_BY, types.String(), description=MANAGED_BY_HELP, computed=True
+            ),
         ]
         if cls.CREATED:
             attributes.append(
@@ -133,7 +151,7 @@ class CoreResource(ABC):
 
     @classmethod
     def attribute_names(cls) -> list[str]:
-        names = ["id", *(f.name for f in cls.all_fields()), ALLOW_REPLACE.name]
+        names = ["id", *(f.name for f in cls.all_fields()), ALLOW_REPLACE.name, MANAGED_BY]
         return [*names, "created"] if cls.CREATED else names
 
     # -- translation (per kind) -------------------------------------------------------
@@ -190,10 +208,17 @@ class CoreResource(ABC):
     @classmethod
     def attribute_of(cls, path: str) -> str | None:
         """The attribute a field path of the core's diff belongs to."""
+        if path == MARKER_PATH:
+            return MANAGED_BY
         head = path.split(".", 1)[0]
         return head if head in {f.name for f in cls.all_fields()} else None
 
     # -- plumbing ---------------------------------------------------------------------
+
+    @property
+    def owner(self) -> str:
+        """The provider's ``owner``: the marker every create and update writes."""
+        return str(self.provider.owner)
 
     def run(self, diags: Diagnostics, action: str, body: Any) -> Any:
         try:
@@ -222,8 +247,9 @@ class CoreResource(ABC):
         return snapshot.live.consumer_limits(key.stream)
 
     def spec_or_report(self, diags: Diagnostics, values: Mapping[str, Any]) -> ResourceSpec:
+        """The spec as this provider's owner writes it (its marker included)."""
         try:
-            return self.build_spec(values)
+            return self.build_spec(values).owned_by(self.owner)
         except SpecErrors as errors:
             errors.report(diags, self.type_name())
             raise Failed from errors
@@ -251,9 +277,10 @@ class CoreResource(ABC):
     # -- plan -------------------------------------------------------------------------
 
     def plan(
-        self, diags: Diagnostics, prior: State | None, config: State
+        self, diags: Diagnostics, prior: State | None, config: State, adopt: str | None = None
     ) -> tuple[State | None, list[str]]:
-        """The planned state and the attributes that force a replacement."""
+        """The planned state and the attributes that force a replacement. ``adopt``: the
+        owner this configuration imported the resource from (its private state)."""
         if has_unknown(config):
             return self._plan_unknown(prior, config), []
         try:
@@ -279,7 +306,10 @@ class CoreResource(ABC):
             # Gone since the refresh: apply creates it again with the configured values.
             changed = {f.name for f in self.all_fields()}
             return self._planned(prior, config, canonical, changed, key), []
-        change = self.core_change(spec, snapshot, config)
+        change = self.core_change(spec, snapshot, config, adopt)
+        if change.conflict:
+            diags.add_error(f"{key} is managed by owner {change.conflict!r}", change.refused)
+            return None, []
         changed = {a for f in change.fields if (a := self.attribute_of(f.path)) is not None}
         forcing: list[str] = []
         if change.action is Action.REPLACE:
@@ -295,11 +325,23 @@ class CoreResource(ABC):
             planned["created"] = Unknown
         return planned, forcing
 
-    def core_change(self, spec: ResourceSpec, snapshot: Snapshot, config: State) -> Change:
+    def core_change(
+        self, spec: ResourceSpec, snapshot: Snapshot, config: State, adopt: str | None = None
+    ) -> Change:
+        """The core's change, as this provider's owner. An import adopts only from the owner
+        it was imported from: a resource that changed hands since is refused again."""
         resource = Resource(spec=spec, file=self.type_name())
         allow = bool(config.get("allow_replace"))
+        adopting = adopt is not None and adopt == snapshot.live.owner(spec.key)
         try:
-            plan = make_plan([resource], snapshot.live, allow_replace=allow)
+            plan = make_plan(
+                [resource],
+                snapshot.live,
+                owner=self.owner,
+                allow_replace=allow,
+                adopt=adopting,
+                adopt_hint=adopt_hint(self.type_name(), self.id_of(spec.key)),
+            )
         except PlanError:
             return Change(spec.key, Action.CREATE, spec=spec)
         for change in plan.changes:
@@ -378,7 +420,11 @@ class CoreResource(ABC):
         changed: set[str],
         key: ResourceKey,
     ) -> State:
-        planned: State = {"id": self.id_of(key), "allow_replace": config.get("allow_replace")}
+        planned: State = {
+            "id": self.id_of(key),
+            "allow_replace": config.get("allow_replace"),
+            MANAGED_BY: self.owner,
+        }
         if self.CREATED:
             planned["created"] = prior.get("created") if prior is not None else Unknown
         for item in self.all_fields():
@@ -399,6 +445,7 @@ class CoreResource(ABC):
         """Some values are only known during apply: plan what is known."""
         planned: State = {"id": prior.get("id") if prior else Unknown}
         planned["allow_replace"] = config.get("allow_replace")
+        planned[MANAGED_BY] = self.owner
         for item in self.all_fields():
             wanted = config.get(item.name)
             planned[item.name] = wanted if wanted is not None else Unknown
@@ -414,10 +461,12 @@ class CoreResource(ABC):
             key = spec.key
             snapshot = self.snapshot(diags, key)
             if snapshot.config(key) is not None:
+                current = snapshot.live.owner(key)
+                who = f"managed by owner {current!r}" if current else "managed by nobody"
                 diags.add_error(
                     f"{key} already exists",
-                    f"It is not in Terraform's state. Import it with: terraform import "
-                    f"{self.type_name()}.<name> {self.id_of(key)}",
+                    f"It is not in Terraform's state and is {who}. Import it with: terraform "
+                    f"import {self.type_name()}.<name> {self.id_of(key)}",
                 )
                 return None
             self._apply(diags, Change(key, Action.CREATE, spec=spec), f"Creating {key}")
@@ -426,22 +475,39 @@ class CoreResource(ABC):
             return None
 
     def update(
-        self, diags: Diagnostics, prior: State, planned: State, config: State
+        self,
+        diags: Diagnostics,
+        prior: State,
+        planned: State,
+        config: State,
+        adopt: str | None = None,
     ) -> State | None:
         try:
             spec = self.spec_or_report(diags, config)
             key = spec.key
             snapshot = self.snapshot(diags, key)
-            change = self.core_change(spec, snapshot, config)
+            change = self.core_change(spec, snapshot, config, adopt)
             if change.action is not Action.NOOP:
                 self._apply(diags, change, f"Updating {key}")
             return self._settled(diags, planned, key)
         except Failed:
             return prior
 
-    def delete(self, diags: Diagnostics, prior: State) -> None:
+    def delete(self, diags: Diagnostics, prior: State, adopt: str | None = None) -> None:
+        """Delete it, unless another owner manages it now: then it stays on the server and
+        in the state, and the error says whose it is."""
         key = self.key_of(prior)
         try:
+            snapshot = self.snapshot(diags, key)
+            current = snapshot.live.owner(key) if snapshot.config(key) is not None else None
+            if current not in (None, self.owner, adopt):
+                diags.add_error(
+                    f"Deleting {key} refused",
+                    f"It is managed by owner {current!r}, not by {self.owner!r}: Terraform "
+                    f"leaves it alone. Forget it here with: terraform state rm "
+                    f"{self.type_name()}.<name>",
+                )
+                return
             self._apply(diags, Change(key, Action.DELETE), f"Deleting {key}")
         except Failed:
             return
@@ -454,7 +520,7 @@ class CoreResource(ABC):
             raise Failed
 
         async def body(nc: Client) -> Any:
-            return await apply_plan(nc, Plan(changes=[change]))
+            return await apply_plan(nc, Plan(changes=[change], owner=self.owner))
 
         report = self.run(diags, action, body)
         for result in report.results:
@@ -497,6 +563,7 @@ class CoreResource(ABC):
         live = self.values_of(self.canonical(live_spec, limits))
         live["id"] = self.id_of(key)
         live["allow_replace"] = prior.get("allow_replace")
+        live[MANAGED_BY] = snapshot.live.owner(key)
         if self.CREATED:
             live["created"] = self.created(snapshot)
         try:
@@ -509,6 +576,7 @@ class CoreResource(ABC):
         changed = {a for f in diff(before, after) if (a := self.attribute_of(f.path))}
         state = dict(prior)
         state["id"] = live["id"]
+        state[MANAGED_BY] = live[MANAGED_BY]
         if self.CREATED:
             state["created"] = live["created"]
         for item in self.all_fields():
@@ -534,15 +602,35 @@ class CoreResource(ABC):
         state = self.values_of(self.canonical(spec, self.limits(snapshot, key)))
         state["id"] = self.id_of(key)
         state["allow_replace"] = None
+        state[MANAGED_BY] = snapshot.live.owner(key)
         if self.CREATED:
             state["created"] = self.created(snapshot)
         return state
 
+    def import_private(self, state: State) -> bytes:
+        """Private state of an import: importing is adopting from the live owner, carried to
+        the apply that writes this provider's marker."""
+        current = state.get(MANAGED_BY)
+        return adopt_private(current if current != self.owner else None)
+
+    def read_private(self, prior: State, state: State | None, private: bytes) -> bytes:
+        """Private state after a refresh. State from before ``managed_by`` existed was
+        written by a provider that put the legacy marker on everything it managed: a legacy
+        marker there is this configuration's own, adopted like an import."""
+        legacy = state is not None and state.get(MANAGED_BY) == MANAGED_BY_VALUE
+        if prior.get(MANAGED_BY) == BEFORE_OWNERS and legacy:
+            return adopt_private(MANAGED_BY_VALUE)
+        return private
+
     def upgrade(self, diags: Diagnostics, version: int, old: State) -> State:
         """State written by an older schema: attributes it lacks start as null, and the next
-        refresh fills them from the server; attributes since removed are dropped."""
+        refresh fills them from the server; attributes since removed are dropped. State from
+        before version 2 gets ``managed_by`` ``BEFORE_OWNERS`` (see ``read_private``)."""
         names = self.attribute_names()
-        return {name: old.get(name) for name in names}
+        state = {name: old.get(name) for name in names}
+        if version < 2 and MANAGED_BY not in old:
+            state[MANAGED_BY] = BEFORE_OWNERS
+        return state
 
 
 def _split_id(import_id: str, parts: int, help_text: str) -> list[str]:
@@ -690,7 +778,7 @@ class StreamTemplateResource(CoreResource):
         return ResourceKey("StreamTemplate", import_id)
 
     def plan(
-        self, diags: Diagnostics, prior: State | None, config: State
+        self, diags: Diagnostics, prior: State | None, config: State, adopt: str | None = None
     ) -> tuple[State | None, list[str]]:
         if prior is None and not has_unknown(config):
             # The core refuses templates where the server has none (nats-server 2.14+).
@@ -703,7 +791,7 @@ class StreamTemplateResource(CoreResource):
                 change = self.core_change(spec, snapshot, config)
                 diags.add_error(f"Can not create {spec.key}", change.refused)
                 return None, []
-        return super().plan(diags, prior, config)
+        return super().plan(diags, prior, config, adopt)
 
 
 RESOURCES: tuple[type[CoreResource], ...] = (

@@ -6,7 +6,9 @@ operator use, so ``servers``, ``credentials``, ``user``/``password``, ``token``,
 ``NATS_CREDS``, ``NATS_NKEY``, ``NATS_JS_DOMAIN`` (and the other ``NATS_*`` variables
 ``from_env`` reads) fill what the block leaves out. ``js_domain`` is recorded on the
 connection, so every JetStream call (the core's ``api`` requests and ``api.jetstream(nc)`` for
-KV entries) goes to that domain.
+KV entries) goes to that domain. ``owner`` (default ``terraform``) names this configuration in
+the ``headwater.io/managed-by`` marker (see ``ownership``); it is never read from the
+environment.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from headwater_terraform import PROVIDER_SOURCE
 from headwater_terraform.assets import RESOURCES
 from headwater_terraform.data_sources import DATA_SOURCES
 from headwater_terraform.kv_entry import KvEntryResource
+from headwater_terraform.ownership import DEFAULT_OWNER, OWNER_HELP, owner_problem
 from headwater_terraform.runtime import Runtime
 
 T = TypeVar("T")
@@ -61,6 +64,7 @@ class HeadwaterProvider:
     def __init__(self) -> None:
         self.runtime = Runtime()
         self.settings: ConnectionSettings | None = None
+        self.owner = DEFAULT_OWNER
 
     # -- the tf Provider protocol ------------------------------------------------------
 
@@ -86,16 +90,38 @@ class HeadwaterProvider:
                 schema.Attribute(name, types.Bool(), description=text, optional=True)
                 for name, text in FLAGS
             ]
+            + [schema.Attribute("owner", types.String(), description=OWNER_HELP, optional=True)]
         )
 
     def validate_config(self, diags: Diagnostics, config: dict[str, Any]) -> None:
         if config.get("password") is not None and config.get("user") is None:
             diags.add_error("password needs user", "Set user next to password.", path=["password"])
+        self._check_owner(diags, config.get("owner"))
+
+    @staticmethod
+    def _check_owner(diags: Diagnostics, owner: Any) -> bool:
+        # Null is the default; an unknown value (not a string) is refused at configure.
+        if not isinstance(owner, str):
+            return True
+        problem = owner_problem(owner)
+        if problem:
+            diags.add_error("Invalid owner", problem, path=["owner"])
+        return problem is None
 
     def configure_provider(self, diags: Diagnostics, config: dict[str, Any]) -> None:
         # Terraform configures the provider once per command; in reattach mode one process
         # serves many commands, so this only records settings and connects lazily.
         values = {name: config.get(name) for name, _text in (*SETTINGS, *FLAGS)}
+        owner = config.get("owner")
+        if owner is not None and not isinstance(owner, str):
+            # Unknown until apply; every plan writes it, so it must be known now.
+            diags.add_error("Invalid owner", "owner must be known at plan time", path=["owner"])
+            return
+        if not self._check_owner(diags, owner):
+            return
+        # Never HEADWATER_OWNER: that variable names the CLI, and a Terraform run that
+        # inherited it would write the CLI's marker.
+        self.owner = owner if owner is not None else DEFAULT_OWNER
         try:
             self.settings = ConnectionSettings.from_env(**values)
         except ValidationError as failure:

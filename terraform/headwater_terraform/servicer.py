@@ -5,6 +5,10 @@ a resource the configuration (only the proposed state); a plan here must be what
 decides, from the configuration, against the live server. So the lifecycle calls (validate,
 plan, apply, read, import, upgrade) hand the raw configuration and states to the resource
 classes; tf keeps the schema, provider configuration and data source calls.
+
+Private state carries an adoption (``ownership``) from ``terraform import`` through refresh
+and plan to the apply that writes the provider's marker, which clears it. Only the core's
+resources use it; ``headwater_kv_entry`` has no owner.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from tf.gen import tfplugin_pb2 as pb
 from tf.provider import ProviderServicer
 from tf.types import Unknown
 from tf.utils import Diagnostics, read_dynamic_value, to_dynamic_value
+
+from headwater_terraform.assets import CoreResource
+from headwater_terraform.ownership import adopting
 
 
 def _decode(value: pb.DynamicValue) -> dict[str, Any] | None:
@@ -97,16 +104,20 @@ class HeadwaterServicer(ProviderServicer):
         diags = Diagnostics()
         prior = _decode(request.current_state)
         state = prior
+        private = request.private
         try:
             if prior is not None:
-                state = self._resource(request.type_name).read(diags, prior)
+                resource = self._resource(request.type_name)
+                state = resource.read(diags, prior)
+                if isinstance(resource, CoreResource):
+                    private = resource.read_private(prior, state, private)
         except Exception:  # reported as a diagnostic
             _internal_error(diags, "Refresh")
             state = prior
         return pb.ReadResource.Response(
             new_state=to_dynamic_value(self._complete(request.type_name, state)),
             diagnostics=diags.to_pb(),
-            private=request.private,
+            private=private,
         )
 
     def PlanResourceChange(
@@ -116,14 +127,20 @@ class HeadwaterServicer(ProviderServicer):
         prior = _decode(request.prior_state)
         proposed = _decode(request.proposed_new_state)
         if proposed is None:
-            # Destroy: nothing to decide; the apply deletes.
-            return pb.PlanResourceChange.Response(planned_state=to_dynamic_value(None))
+            # Destroy: nothing to decide; the apply deletes (an adoption still counts).
+            return pb.PlanResourceChange.Response(
+                planned_state=to_dynamic_value(None), planned_private=request.prior_private
+            )
         config = _decode(request.config) or {}
         planned: dict[str, Any] | None = None
         forcing: list[str] = []
         try:
             resource = self._resource(request.type_name)
-            planned, forcing = resource.plan(diags, prior, config)
+            if isinstance(resource, CoreResource):
+                adopt = adopting(request.prior_private)
+                planned, forcing = resource.plan(diags, prior, config, adopt)
+            else:
+                planned, forcing = resource.plan(diags, prior, config)
         except Exception:  # reported as a diagnostic
             _internal_error(diags, "Plan")
         if planned is None:
@@ -131,6 +148,7 @@ class HeadwaterServicer(ProviderServicer):
         return pb.PlanResourceChange.Response(
             planned_state=to_dynamic_value(self._complete(request.type_name, planned)),
             requires_replace=[_attribute_path(name) for name in forcing],
+            planned_private=request.prior_private,
             diagnostics=diags.to_pb(),
         )
 
@@ -142,20 +160,27 @@ class HeadwaterServicer(ProviderServicer):
         planned = _decode(request.planned_state)
         config = _decode(request.config) or {}
         state = prior
+        owned: dict[str, Any] = {}
         try:
             resource = self._resource(request.type_name)
+            if isinstance(resource, CoreResource):
+                owned["adopt"] = adopting(request.planned_private)
             if prior is None and planned is not None:
                 state = resource.create(diags, planned, config)
             elif planned is None and prior is not None:
-                resource.delete(diags, prior)
+                resource.delete(diags, prior, **owned)
                 state = prior if diags.has_errors() else None
             elif prior is not None and planned is not None:
-                state = resource.update(diags, prior, planned, config)
+                state = resource.update(diags, prior, planned, config, **owned)
         except Exception:  # reported as a diagnostic; the state is unchanged
             _internal_error(diags, "Apply")
             state = prior
+        # A successful apply wrote this provider's marker: the adoption is done. A failed
+        # one keeps it for the next try.
+        private = request.planned_private if diags.has_errors() else b""
         return pb.ApplyResourceChange.Response(
             new_state=to_dynamic_value(self._complete(request.type_name, state)),
+            private=private,
             diagnostics=diags.to_pb(),
         )
 
@@ -164,8 +189,12 @@ class HeadwaterServicer(ProviderServicer):
     ) -> pb.ImportResourceState.Response:
         diags = Diagnostics()
         state = None
+        private = b""
         try:
-            state = self._resource(request.type_name).import_(diags, request.id)
+            resource = self._resource(request.type_name)
+            state = resource.import_(diags, request.id)
+            if state is not None and isinstance(resource, CoreResource):
+                private = resource.import_private(state)
         except Exception:  # reported as a diagnostic
             _internal_error(diags, "Import")
         imported = []
@@ -174,6 +203,7 @@ class HeadwaterServicer(ProviderServicer):
                 pb.ImportResourceState.ImportedResource(
                     type_name=request.type_name,
                     state=to_dynamic_value(self._complete(request.type_name, state)),
+                    private=private,
                 )
             )
         return pb.ImportResourceState.Response(

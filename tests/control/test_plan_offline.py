@@ -152,7 +152,7 @@ def test_renderings() -> None:
 
 # --- owners (issue 16 items 1 and 2) ----------------------------------------------------------
 
-OTHERS = ("terraform", "kubernetes:prod/orders", "github:acme/infra", "headwater")
+OTHERS = ("terraform", "kubernetes:prod/stream/orders", "github:acme/infra", "headwater")
 
 
 def _live_by_owner() -> LiveState:

@@ -49,6 +49,8 @@ def test_the_command_runs_the_operator(
             f"http://127.0.0.1:{health}/healthz",
             "--cache-dir",
             str(tmp_path / "c"),
+            "--cluster-id",
+            "test-cluster",
         ],
         env=env,
         stdout=log,
@@ -72,6 +74,5 @@ def test_the_command_runs_the_operator(
     output = (tmp_path / "operator.log").read_text()
     assert code == 0, output
     assert "Handler 'create' succeeded" in output
-    assert (stream_info(server, "CMD") or {})["config"]["metadata"] == {
-        "headwater.io/managed-by": "headwater"
-    } or "headwater.io/managed-by" in (stream_info(server, "CMD") or {})["config"]["metadata"]
+    metadata = (stream_info(server, "CMD") or {})["config"]["metadata"]
+    assert metadata["headwater.io/managed-by"] == "kubernetes:test-cluster/default/stream/cmd"

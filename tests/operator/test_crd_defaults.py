@@ -65,7 +65,7 @@ def test_defaults_equal_what_the_server_holds(
         resources.append(parsed.resource)
 
     async def create_and_read(nc: Client) -> tuple[dict[str, Any], dict[str, Any]]:
-        _plan, report = await apply_resources(nc, resources)
+        _plan, report = await apply_resources(nc, resources, owner="kubernetes:test")
         assert report.ok, report.to_dict()
         stream = await api.request(nc, "STREAM.INFO.DEFAULTS")
         consumer = await api.request(nc, "CONSUMER.INFO.DEFAULTS.D")

@@ -25,6 +25,7 @@ from headwater_operator.connection import (
     secret_data,
     settings_for,
 )
+from headwater_operator.ownership import owner_of
 from headwater_operator.reconcile import Condition
 from headwater_operator.resources import drop_defaulted_duplicates, parse_body
 from headwater_operator.spellings import nested_model, spellings
@@ -274,6 +275,21 @@ def test_flags_and_environment() -> None:
     assert defaults.connection.servers == ConnectionSettings().servers
     assert defaults.metrics_port is None and rest == []
     assert [defaults.backoff(n) for n in (0, 1, 3, 20)] == [1.0, 2.0, 8.0, 300.0]
+    assert defaults.cluster_id == ""
+
+
+def test_cluster_id_flag_and_environment() -> None:
+    flagged, _ = parse_args(["--cluster-id", "prod-eu"], {"HEADWATER_CLUSTER_ID": "env"})
+    assert flagged.cluster_id == "prod-eu"
+    assert parse_args([], {"HEADWATER_CLUSTER_ID": "env"})[0].cluster_id == "env"
+    assert owner_of("KeyValue", "ns", "cache") == "kubernetes:ns/keyvalue/cache"
+    assert owner_of("Stream", "ns", "orders", "prod") == "kubernetes:prod/ns/stream/orders"
+    # A '/' or blank would make the owner ambiguous: refused, from the flag and the env.
+    for value in ("a/b", "has space"):
+        with pytest.raises(SystemExit):
+            parse_args(["--cluster-id", value], {})
+        with pytest.raises(SystemExit):
+            parse_args([], {"HEADWATER_CLUSTER_ID": value})
 
 
 async def test_pool_reuses_connections_and_closes_idle_ones(shared_server: ServerProcess) -> None:

@@ -22,12 +22,16 @@ pytestmark = pytest.mark.parametrize("js_server", ["headwater"], indirect=True)
 
 ORDERS = {"name": "ORDERS", "subjects": ["ORDERS.*"], "storage": "file"}
 MESSAGES = 5
+OWNER = "kubernetes:default/stream/orders"
 ACKED = 2
 
 
-async def _fill_and_back_up(nc: Client, directory: Path) -> None:
-    """ORDERS with messages (one with headers) and a durable consumer that acked two."""
-    await api.request(nc, "STREAM.CREATE.ORDERS", dict(ORDERS))
+async def _fill_and_back_up(
+    nc: Client, directory: Path, metadata: dict[str, str] | None = None
+) -> None:
+    """ORDERS (with ``metadata``) with messages (one with headers) and a durable consumer that
+    acked two."""
+    await api.request(nc, "STREAM.CREATE.ORDERS", {**ORDERS, "metadata": metadata or {}})
     js = nc.jetstream()
     for index in range(1, MESSAGES + 1):
         await js.publish(f"ORDERS.{index}", f"order {index}".encode(), headers={"N": str(index)})
@@ -40,9 +44,9 @@ async def _fill_and_back_up(nc: Client, directory: Path) -> None:
     await api.request(nc, "STREAM.DELETE.ORDERS")
 
 
-def make_backup(cluster: Cluster, directory: Path) -> Path:
+def make_backup(cluster: Cluster, directory: Path, metadata: dict[str, str] | None = None) -> Path:
     async def body(nc: Client) -> None:
-        await _fill_and_back_up(nc, directory)
+        await _fill_and_back_up(nc, directory, metadata)
 
     run_on(cluster.server, body)
     assert stream_info(cluster.server, "ORDERS") is None
@@ -83,7 +87,7 @@ def test_a_missing_stream_is_restored_with_messages_and_consumer_state(
     assert info["state"]["first_seq"] == 1
     assert info["state"]["last_seq"] == MESSAGES
     assert info["config"]["max_age"] == units.HOUR
-    assert info["config"]["metadata"]["headwater.io/managed-by"] == "headwater"
+    assert info["config"]["metadata"]["headwater.io/managed-by"] == OWNER
     assert fetch_all(cluster) == [(seq, f"order {seq}", str(seq)) for seq in range(1, MESSAGES + 1)]
     worker = consumer_info(cluster.server, "ORDERS", "worker") or {}
     assert worker["ack_floor"]["stream_seq"] == ACKED
@@ -97,6 +101,22 @@ def test_a_missing_stream_is_restored_with_messages_and_consumer_state(
     # From now on the stream exists: the timer leaves it (and its messages) alone.
     eventually(lambda: "spec.restore ignored" in condition(cluster, "Ready").get("message", ""))
     assert (stream_info(cluster.server, "ORDERS") or {})["state"]["messages"] == MESSAGES
+
+
+def test_a_restored_stream_carries_the_resources_owner(cluster: Cluster, tmp_path: Path) -> None:
+    """A backup taken when the stream was another owner's (here the legacy value) comes back
+    as this resource's: restored, then in sync, not a Conflict."""
+    legacy = {"headwater.io/managed-by": "headwater", "team": "orders"}
+    backup = make_backup(cluster, tmp_path / "orders", legacy)
+
+    cluster.create("Stream", "orders", {**ORDERS, "restore": {"from": str(backup)}})
+
+    eventually(lambda: condition(cluster, "Ready").get("reason") == "Restored")
+    eventually(lambda: condition(cluster, "InSync").get("status") == "True")
+    info = stream_info(cluster.server, "ORDERS") or {}
+    assert info["config"]["metadata"]["headwater.io/managed-by"] == OWNER
+    assert info["state"]["messages"] == MESSAGES
+    assert not cluster.events("orders", "Conflict")
 
 
 def test_a_nats_server_backup_is_restored(cluster: Cluster, tmp_path: Path) -> None:

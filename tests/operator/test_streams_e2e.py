@@ -30,7 +30,9 @@ def test_create_update_and_delete_a_stream(cluster: Cluster) -> None:
     assert info is not None
     assert info["config"]["subjects"] == ["ORDERS.*"]
     assert info["config"]["max_age"] == units.HOUR
-    assert info["config"]["metadata"]["headwater.io/managed-by"] == "headwater"
+    assert info["config"]["metadata"]["headwater.io/managed-by"] == (
+        "kubernetes:default/stream/orders"
+    )
     status = cluster.status("streams", "orders")
     assert status["observedGeneration"] == 1
     assert status["stream"] == "ORDERS"
@@ -153,7 +155,9 @@ def test_adopts_an_existing_stream(cluster: Cluster) -> None:
     cluster.create("Stream", "legacy", {"name": "LEGACY", "subjects": ["legacy"]})
     eventually(lambda: cluster.events("legacy", "Adopted"))
     info = stream_info(cluster.server, "LEGACY") or {}
-    assert info["config"]["metadata"]["headwater.io/managed-by"] == "headwater"
+    assert info["config"]["metadata"]["headwater.io/managed-by"] == (
+        "kubernetes:default/stream/legacy"
+    )
 
 
 def test_health_and_metrics_endpoints(cluster: Cluster) -> None:

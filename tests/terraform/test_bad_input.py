@@ -96,6 +96,7 @@ def test_existing_resource_is_not_adopted_silently(tf: Terraform, clean: ServerP
     assert outcome.returncode == 1, outcome
     assert "Stream/ORDERS already exists" in outcome.output
     assert outcome.says("terraform import headwater_stream.<name> ORDERS")
+    assert outcome.says("managed by nobody"), outcome
 
 
 def test_unreachable_server_is_a_diagnostic(tf: Terraform, clean: ServerProcess) -> None:

@@ -186,8 +186,14 @@ resource "headwater_consumer" "new" {
     tf.run("import", "-no-color", "headwater_consumer.new", "ORDERS/NEW", check=True)
     assert tf.attributes("headwater_stream.orders")["max_age"] == "1y"
     assert tf.attributes("headwater_consumer.new")["id"] == "ORDERS/NEW"
+    # Nobody managed them: the first apply writes the provider's marker, nothing else.
     outcome = tf.plan()
-    assert outcome.returncode == 0, outcome
+    assert outcome.returncode == 2, outcome
+    flat = " ".join(outcome.output.split())
+    assert flat.count('+ managed_by = "terraform"') == 2, outcome
+    assert outcome.says("Plan: 0 to add, 2 to change, 0 to destroy."), outcome
+    tf.apply()
+    assert tf.plan().returncode == 0
     other = 'resource "headwater_stream" "other" {\n  name = "NOPE"\n}\n'
     tf.write(stream_tf() + consumer + other, provider_block(clean))
     missing = tf.run("import", "-no-color", "headwater_stream.other", "NOPE")
@@ -277,7 +283,7 @@ def test_rename_is_a_refused_replacement(tf: Terraform, clean: ServerProcess) ->
 
 def test_prevent_delete_metadata_blocks_replacement(tf: Terraform, clean: ServerProcess) -> None:
     """A stream the CLI or operator marked preventDelete is never replaced from Terraform."""
-    metadata = {"headwater.io/managed-by": "headwater", "headwater.io/prevent-delete": "true"}
+    metadata = {"headwater.io/managed-by": "cli", "headwater.io/prevent-delete": "true"}
     server_api(
         clean,
         "STREAM.CREATE.ORDERS",

@@ -119,18 +119,29 @@ def _plan(
     owner = _owner(owner, err)
 
     async def body(nc: Client) -> Plan:
-        plan, _live = await plan_resources(
-            nc,
-            resources,
-            owner=owner,
-            prune=prune,
-            allow_replace=allow_replace,
-            adopt=adopt,
-            adopt_hint=ADOPT_HINT,
-        )
-        return plan
+        return await _plan_as(nc, resources, owner, prune, allow_replace, adopt)
 
     return cli, _run(cli, err, body)
+
+
+async def _plan_as(
+    nc: Client,
+    resources: list[Resource],
+    owner: str,
+    prune: bool,
+    allow_replace: bool,
+    adopt: bool,
+) -> Plan:
+    plan, _live = await plan_resources(
+        nc,
+        resources,
+        owner=owner,
+        prune=prune,
+        allow_replace=allow_replace,
+        adopt=adopt,
+        adopt_hint=ADOPT_HINT,
+    )
+    return plan
 
 
 def _owner(owner: str, err: Console) -> str:
@@ -231,15 +242,7 @@ def apply(
     owner = _owner(owner, err)
 
     async def body(nc: Client) -> tuple[Plan, ApplyReport | None]:
-        plan, _live = await plan_resources(
-            nc,
-            resources,
-            owner=owner,
-            prune=prune,
-            allow_replace=allow_replace,
-            adopt=adopt,
-            adopt_hint=ADOPT_HINT,
-        )
+        plan = await _plan_as(nc, resources, owner, prune, allow_replace, adopt)
         if plan.refusals:
             raise ApplyRefused(plan)
         if not plan.has_changes:

@@ -13,8 +13,8 @@ Each desired resource gets a typed Change:
 * ``noop``.
 
 Every plan is made for one owner (``headwater.io/managed-by``: ``cli``, ``github:org/repo``,
-``terraform:prod``, ``kubernetes:ns/name``). A live resource another owner manages is refused
-(``conflict`` names that owner) unless the run or the document adopts it (``--adopt``,
+``terraform:prod``, ``kubernetes:ns/stream/name``). A live resource another owner manages is
+refused (``conflict`` names that owner) unless the run or the document adopts it (``--adopt``,
 annotation ``headwater.io/adopt: "true"``, ``terraform import``); an adoption is shown as the
 marker's change. A resource nobody manages is taken over without asking, and the plan says so.
 

@@ -25,8 +25,8 @@ from headwater.control import units
 
 MANAGED_BY_KEY = "headwater.io/managed-by"
 """Metadata key naming the owner of an asset: the way in and instance that manages it
-(``cli``, ``github:org/repo``, ``terraform:prod``, ``kubernetes:ns/name``). Every way in writes
-its own identity here; prune and delete touch only assets whose value is their own."""
+(``cli``, ``github:org/repo``, ``terraform:prod``, ``kubernetes:ns/stream/name``). Every way in
+writes its own identity here; prune and delete touch only assets whose value is their own."""
 MANAGED_BY_VALUE = "headwater"
 """The one value every way in wrote before owners had names. Whose such an asset is cannot be
 told (Terraform's, the operator's, a repository's), so no owner takes it without adopting."""
