@@ -314,6 +314,11 @@ def test_bucket_made_by_a_client_plans_clean(clean_server: ServerProcess) -> Non
     (change,) = plan.changes
     # Only the ownership marker differs: nobody managed the bucket, apply takes it over.
     assert [f.path for f in change.fields] == [f"metadata.{MANAGED_BY_KEY}"]
+    # nats-py turned allow_msg_ttl on, which no update may switch off: the update keeps it.
+    report = apply_on(clean_server, docs)
+    assert report.ok, [r.message for r in report.results]
+    assert raw(clean_server, "STREAM.INFO.KV_made")["config"]["allow_msg_ttl"] is True
+    assert not plan_on(clean_server, docs).has_changes
 
 
 def test_export_round_trips(clean_server: ServerProcess, tmp_path: Path) -> None:

@@ -299,6 +299,7 @@ def _change_for(
     config = live.config(key)
     if config is None:
         return Change(key, Action.CREATE, spec=spec, source=source)
+    spec = spec.keeping(config)
     after = spec.comparable(control=True, **context)
     try:
         before = live.spec(key).comparable(control=False, **context)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from headwater.control.models.base import Duration, Size, user_metadata
 from headwater.control.models.common import (
@@ -109,6 +109,18 @@ class KeyValue(_Bucket):
             raise ValueError("a bucket mirror takes no sources")
         return self
 
+    _keep_msg_ttl: bool = PrivateAttr(default=False)
+
+    def keeping(self, live: Mapping[str, Any]) -> Self:
+        """nats-py 2.16 makes every bucket with ``allow_msg_ttl`` on (per-key TTLs), and no
+        server lets an update switch it off: an update keeps it on, whatever the spec says
+        of limit markers (it is not part of the comparison, so it never shows as drift)."""
+        if not live.get("allow_msg_ttl"):
+            return self
+        copy = self.model_copy()
+        copy._keep_msg_ttl = True
+        return copy
+
     def to_server_config(self, *, control: bool = True, **context: Any) -> dict[str, Any]:
         mirror = self.mirror
         sources: list[StreamSource] = []
@@ -146,7 +158,7 @@ class KeyValue(_Bucket):
             deny_delete=True,
             discard="new",
             allow_direct=True,
-            allow_msg_ttl=self.limit_marker_ttl > 0,
+            allow_msg_ttl=self.limit_marker_ttl > 0 or self._keep_msg_ttl,
             subject_delete_marker_ttl=self.limit_marker_ttl,
             metadata=self._metadata(control),
         )

@@ -61,6 +61,11 @@ class ResourceSpec(ControlFields):
         """The config a create or update request sends (with the ownership metadata)."""
         return self.to_server_config()
 
+    def keeping(self, live: Mapping[str, Any]) -> Self:
+        """This spec as an update of the ``live`` config: server flags this kind does not
+        model and that can only be switched on stay as they are (the default keeps none)."""
+        return self
+
     def comparable(self, *, control: bool = True, **context: Any) -> dict[str, Any]:
         """What a plan compares; by default the full server config."""
         return self.to_server_config(control=control, **context)
