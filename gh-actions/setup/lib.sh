@@ -28,8 +28,10 @@ HW_CONNECTION=()
 if [[ -n "${HW_SERVER:-}" ]]; then HW_CONNECTION+=(--server "$HW_SERVER"); fi
 if [[ -n "${HW_CREDENTIALS:-}" ]]; then HW_CONNECTION+=(--creds "$HW_CREDENTIALS"); fi
 if [[ -n "${HW_USER:-}" ]]; then HW_CONNECTION+=(--user "$HW_USER"); fi
-if [[ -n "${HW_PASSWORD:-}" ]]; then HW_CONNECTION+=(--password "$HW_PASSWORD"); fi
-if [[ -n "${HW_TOKEN:-}" ]]; then HW_CONNECTION+=(--token "$HW_TOKEN"); fi
+# Secrets go to the CLI through its environment (it reads NATS_PASSWORD and NATS_TOKEN), never
+# argv: a process's arguments are readable by every other process on the runner.
+if [[ -n "${HW_PASSWORD:-}" ]]; then export NATS_PASSWORD="$HW_PASSWORD"; fi
+if [[ -n "${HW_TOKEN:-}" ]]; then export NATS_TOKEN="$HW_TOKEN"; fi
 if [[ -n "${HW_NKEY:-}" ]]; then HW_CONNECTION+=(--nkey "$HW_NKEY"); fi
 if [[ -n "${HW_TLS_CERT:-}" ]]; then HW_CONNECTION+=(--tlscert "$HW_TLS_CERT"); fi
 if [[ -n "${HW_TLS_KEY:-}" ]]; then HW_CONNECTION+=(--tlskey "$HW_TLS_KEY"); fi

@@ -86,18 +86,29 @@ def test_tls_first(act: RunAction, pki: TestPKI, tmp_path: Path, kind: str) -> N
         assert not publish(act, server.url, tls_ca=ca, tls_first="false")
 
 
-def connection_flags(env: dict[str, str]) -> list[str]:
-    """The CLI flags gh-actions/setup/lib.sh builds from the actions' HW_* variables."""
-    script = 'source "$1"; for flag in "${HW_CONNECTION[@]}"; do printf "%s\\n" "$flag"; done'
+def _sourced(script: str, env: dict[str, str]) -> list[str]:
+    """What ``script`` prints after sourcing gh-actions/setup/lib.sh with ``env``."""
     lib = str(ACTIONS / "setup" / "lib.sh")
+    command = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", 'source "$1"; ' + script]
     proc = subprocess.run(
-        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script, "bash", lib],
+        [*command, "bash", lib],
         env={"PATH": os.environ["PATH"], **env},
         capture_output=True,
         text=True,
         check=True,
     )
     return proc.stdout.splitlines()
+
+
+def connection_flags(env: dict[str, str]) -> list[str]:
+    """The CLI flags gh-actions/setup/lib.sh builds from the actions' HW_* variables."""
+    return _sourced('for flag in "${HW_CONNECTION[@]}"; do printf "%s\\n" "$flag"; done', env)
+
+
+def secret_environment(env: dict[str, str]) -> dict[str, str]:
+    """The NATS_PASSWORD/NATS_TOKEN lib.sh exports for the CLI."""
+    lines = _sourced("env | grep -E '^NATS_(PASSWORD|TOKEN)=' || true", env)
+    return dict(line.split("=", 1) for line in lines)
 
 
 def test_every_connection_input_becomes_its_cli_flag() -> None:
@@ -119,8 +130,6 @@ def test_every_connection_input_becomes_its_cli_flag() -> None:
         "--server", "tls://a:4222,tls://b:4222",
         "--creds", "/run/ci user.creds",
         "--user", "ci",
-        "--password", "pass word",
-        "--token", "t0ken",
         "--nkey", "/run/ci user.nk",
         "--tlscert", "c.pem",
         "--tlskey", "k.pem",
@@ -130,6 +139,16 @@ def test_every_connection_input_becomes_its_cli_flag() -> None:
         "--timeout", "3s",
     ]  # fmt: skip
     assert connection_flags({"HW_SERVER": "", "HW_TOKEN": "", "HW_TLS_FIRST": "false"}) == []
+
+
+def test_secrets_reach_the_cli_through_its_environment_never_argv() -> None:
+    """A flag's value is in /proc/<pid>/cmdline, readable by every process on the runner;
+    the CLI reads NATS_PASSWORD and NATS_TOKEN itself."""
+    env = {"HW_USER": "ci", "HW_PASSWORD": "pass word", "HW_TOKEN": "t0ken"}
+    assert connection_flags(env) == ["--user", "ci"]
+    exported = secret_environment(env)
+    assert exported == {"NATS_PASSWORD": "pass word", "NATS_TOKEN": "t0ken"}
+    assert secret_environment({"HW_PASSWORD": "", "HW_TOKEN": ""}) == {}
 
 
 def test_server_falls_back_to_nats_url(token_server: ServerProcess, act: RunAction) -> None:
