@@ -101,9 +101,18 @@ def test_cli_update_replace_and_prune(clean_server: ServerProcess, tmp_path: Pat
     result = invoke(clean_server, "plan", "-f", str(docs))
     assert result.exit_code == exitcodes.ERROR
     assert "REFUSED" in result.output
-    result = invoke(clean_server, "apply", "-f", str(docs), "--yes")
+    # diff agrees with plan on a refused change: exit 1, and the same JSON shape.
+    result = invoke(clean_server, "diff", "-f", str(docs), "-j")
     assert result.exit_code == exitcodes.ERROR
-    assert "nothing was changed" in result.output
+    diffed = json.loads(result.stdout)
+    planned = json.loads(invoke(clean_server, "plan", "-f", str(docs), "-j").stdout)
+    assert diffed["refused"] == planned["refused"] == ["Stream/ORDERS"]
+    assert diffed["changes"] == [c for c in planned["changes"] if c["action"] != "noop"]
+    result = invoke(clean_server, "apply", "-f", str(docs), "--yes", "-j")
+    assert result.exit_code == exitcodes.ERROR
+    assert "nothing was changed" in result.stderr
+    refused = json.loads(result.stdout)
+    assert refused["apply"] is None and refused["plan"]["refused"] == ["Stream/ORDERS"]
     result = invoke(clean_server, "apply", "-f", str(docs), "--yes", "--allow-replace")
     assert result.exit_code == exitcodes.OK, result.output
     assert invoke(clean_server, "plan", "-f", str(docs)).exit_code == exitcodes.OK

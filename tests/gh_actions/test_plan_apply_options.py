@@ -73,8 +73,16 @@ async def test_replace_is_refused_unless_allowed(
     assert "Refused changes" in refused.summary
     assert any(a.level == "error" for a in refused.annotations)
 
-    assert not act("apply", **conn).ok
+    refused_apply = act("apply", **conn)
+    assert not refused_apply.ok
     assert await live_storage(headwater_js.url) == "file"
+    # A refused apply says why in the job summary and the json output, as the plan does.
+    assert "Refused changes" in refused_apply.summary, refused_apply.log
+    assert "replace is destructive" in refused_apply.summary
+    refused_json = json.loads(refused_apply.outputs["json"])
+    assert refused_json["apply"] is None
+    assert refused_json["plan"]["refused"] == ["Stream/ORDERS"]
+    assert refused_apply.outputs["changed"] == "false"
 
     allowed = act("plan", allow_replace="true", **conn)
     assert allowed.ok, allowed.log

@@ -2,7 +2,8 @@
 
 Exit codes a pipeline can use (headwater/cli/exitcodes.py): ``plan`` and ``diff`` 0 no
 changes, 2 changes present, 1 error; ``apply`` 0 success, 1 error; ``validate`` 0 valid,
-1 invalid. A plan with a refused change (a destructive replace not allowed) is an error.
+1 invalid. A plan with a refused change (a destructive replace not allowed, another owner's
+resource) is an error for all three, and ``diff --json`` is ``plan --json`` narrowed to drift.
 """
 
 from __future__ import annotations
@@ -202,8 +203,10 @@ def diff(
     """Show live vs desired, field by field. Exit 0 no changes, 2 changes, 1 error."""
     cli, result = _plan(_cli(ctx, json_flag), files, owner, prune, False, False)
     if cli.json_output:
-        drift = [change.to_dict() for change in result.ordered() if change.drift]
-        typer.echo(json.dumps({"drift": drift, "has_changes": result.has_changes}, indent=2))
+        # plan's JSON, its changes narrowed to the drift (plan and diff read alike).
+        payload = result.to_dict()
+        payload["changes"] = [change.to_dict() for change in result.ordered() if change.drift]
+        typer.echo(json.dumps(payload, indent=2))
     else:
         out = Console()
         for change in result.ordered():
@@ -217,7 +220,7 @@ def diff(
                 out.print(f"    {line}", highlight=False)
         if not result.drift:
             out.print("No differences.")
-    raise typer.Exit(exitcodes.CHANGES if result.has_changes else exitcodes.OK)
+    _plan_exit(result)
 
 
 def apply(
@@ -244,7 +247,7 @@ def apply(
     async def body(nc: Client) -> tuple[Plan, ApplyReport | None]:
         plan = await _plan_as(nc, resources, owner, prune, allow_replace, adopt)
         if plan.refusals:
-            raise ApplyRefused(plan)
+            return plan, None
         if not plan.has_changes:
             return plan, ApplyReport()
         if not cli.json_output:
@@ -254,6 +257,8 @@ def apply(
         return plan, await _apply_with_progress(nc, plan, out, cli.json_output)
 
     plan_result, report = _run(cli, err, body)
+    if plan_result.refusals:
+        _refused(plan_result, markdown, cli.json_output, err)
     if report is None:
         err.print("Apply cancelled; nothing was changed.")
         raise typer.Exit(exitcodes.ERROR)
@@ -270,6 +275,20 @@ def apply(
         out.print(render.report_table(report))
         out.print(render.report_summary(report))
     raise typer.Exit(exitcodes.OK if report.ok else exitcodes.ERROR)
+
+
+def _refused(plan: Plan, markdown: Path | None, json_output: bool, err: Console) -> None:
+    """Nothing was applied: say why on stderr, and show the plan wherever a successful apply
+    would report (the job summary, the JSON with ``apply: null``), then exit 1."""
+    if markdown is not None:
+        with markdown.open("a", encoding="utf-8") as stream:
+            stream.write(render.plan_markdown(plan))
+    if json_output:
+        typer.echo(json.dumps({"plan": plan.to_dict(), "apply": None}, indent=2, default=str))
+    else:
+        render.print_plan(plan, Console())
+    err.print(f"Error: {ApplyRefused(plan)}", highlight=False, markup=False)
+    raise typer.Exit(exitcodes.ERROR)
 
 
 def _confirm() -> bool:
