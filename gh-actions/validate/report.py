@@ -15,9 +15,13 @@ from github_io import annotation, append_summary, markdown_cell, set_output
 
 
 def error_annotation(error: dict[str, object]) -> str:
-    where = ": ".join(str(error[key]) for key in ("resource", "field") if error.get(key))
-    message = f"{where}: {error['message']}" if where else str(error["message"])
-    return annotation("error", message, file=str(error["file"]), title="headwater validate")
+    prefix = ": ".join(str(error[key]) for key in ("resource", "field") if error.get(key))
+    message = f"{prefix}: {error['message']}" if prefix else str(error["message"])
+    where = {"file": str(error["file"])}
+    if error.get("line"):
+        # GitHub shows the annotation on that line of the pull request's diff.
+        where["line"] = str(error["line"])
+    return annotation("error", message, **where, title="headwater validate")
 
 
 def summary(result: dict[str, object]) -> str:

@@ -46,6 +46,9 @@ def test_each_error_is_an_annotation_on_its_file(act: RunAction, workspace: Path
     assert messages[0] == "Stream/ORDERS: spec.colour: Extra inputs are not permitted"
     assert messages[1].startswith("Stream/ORDERS: spec.maxAge: invalid duration '1q'")
     assert {a.properties["file"] for a in run.annotations} == {"jetstream/orders.yaml"}
+    # Each on its field's line, so the pull request's diff shows it there.
+    lines = {a.message.split(":")[1].strip(): a.properties["line"] for a in run.annotations}
+    assert lines == {"spec.maxAge": "7", "spec.colour": "8"}
     assert {a.level for a in run.annotations} == {"error"}
     assert "| jetstream/orders.yaml | Stream/ORDERS | spec.maxAge |" in run.summary
 

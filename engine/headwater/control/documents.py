@@ -17,6 +17,7 @@ all of them rather than stopping at the first, so one run shows everything to fi
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +61,8 @@ class DocumentError:
     resource: str = ""
     field: str = ""
     index: int = 0
+    line: int = 0
+    """1-based line of the field (or of the document) in the file; 0 when unknown."""
 
     def __str__(self) -> str:
         where = f"{self.file}" + (f" (document {self.index + 1})" if self.index else "")
@@ -77,6 +80,7 @@ class DocumentError:
             "resource": self.resource,
             "field": self.field,
             "message": self.message,
+            "line": self.line,
         }
 
 
@@ -158,20 +162,51 @@ def parse_documents(
     """Resources and errors of one multi-document YAML text."""
     try:
         documents = list(yaml.safe_load_all(text))
+        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
-        line = f" at line {mark.line + 1}" if mark is not None else ""
-        return [], [DocumentError(file=file, message=f"invalid YAML{line}: {error}")]
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        line = mark.line + 1 if mark is not None else 0
+        message = f"invalid YAML{where}: {error}"
+        return [], [DocumentError(file=file, message=message, line=line)]
     resources: list[Resource] = []
     errors: list[DocumentError] = []
     for index, document in enumerate(documents):
         if document is None:
             continue
         resource, problems = parse_document(document, file, index)
-        errors.extend(problems)
+        node = nodes[index] if index < len(nodes) else None
+        errors.extend(dataclasses.replace(p, line=line_of(node, p.field)) for p in problems)
         if resource is not None:
             resources.append(resource)
     return resources, errors
+
+
+def line_of(node: yaml.Node | None, path: str) -> int:
+    """The 1-based line of the dotted field ``path`` (``spec.maxAge``, ``spec.subjects.0``) in
+    a composed document, or of the deepest part of it found (0 without a node). Keys may hold
+    dots themselves (``headwater.io/allow-replace``), so the longest key that matches wins."""
+    if node is None:
+        return 0
+    parts = path.split(".") if path else []
+    while parts:
+        child = None
+        if isinstance(node, yaml.MappingNode):
+            for width in range(len(parts), 0, -1):
+                name = ".".join(parts[:width])
+                child = next((v for k, v in node.value if k.value == name), None)
+                if child is not None:
+                    parts = parts[width:]
+                    break
+        elif isinstance(node, yaml.SequenceNode) and parts[0].isdigit():
+            position = int(parts[0])
+            if position < len(node.value):
+                child = node.value[position]
+                parts = parts[1:]
+        if child is None:
+            break
+        node = child
+    return node.start_mark.line + 1
 
 
 def _key_text(key: object) -> str:
