@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import nats
+import yaml
 from gh_actions.locations import ACTIONS, EXAMPLES
 
 from headwater.testing import ServerProcess
@@ -110,3 +111,18 @@ def test_the_gitops_documents_are_the_orders_example() -> None:
     for name in ours:
         gitops_text = (GITOPS / "jetstream" / "orders" / name).read_text()
         assert gitops_text == (EXAMPLES / "orders" / name).read_text(), name
+
+
+def test_every_job_reading_a_secret_runs_in_an_environment_the_docs_name() -> None:
+    """Secrets scoped to an environment reach only jobs that name it: the plan job read
+    secrets.NATS_CREDS without one, so on a repository set up as docs/ACTIONS.md says its
+    credentials were empty."""
+    docs = (ACTIONS.parent / "docs" / "ACTIONS.md").read_text(encoding="utf-8")
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for job_id, body in yaml.safe_load(path.read_text(encoding="utf-8"))["jobs"].items():
+            if "secrets." not in yaml.safe_dump(body):
+                continue
+            environment = body.get("environment")
+            assert environment, f"{path.name}: job {job_id} reads secrets outside an environment"
+            name = environment if isinstance(environment, str) else environment["name"]
+            assert f"`{name}`" in docs, f"{path.name}: environment {name} is not in the docs"
