@@ -36,9 +36,9 @@ def fake_python(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("version", "requirement"),
     [
-        ("", str(REPO)),
-        ("0.1.0", "headwater==0.1.0"),
-        ("1.2.0rc1", "headwater==1.2.0rc1"),
+        ("", f"{REPO}[cli]"),
+        ("0.1.0", "headwater[cli]==0.1.0"),
+        ("1.2.0rc1", "headwater[cli]==1.2.0rc1"),
         (
             "git+https://github.com/example/headwater@v1",
             "git+https://github.com/example/headwater@v1",
@@ -54,14 +54,27 @@ def test_install_requirement(
 
 def test_every_action_installs_the_same_way(fake_python: Path, tmp_path: Path) -> None:
     # One of them, through its own install step: they all run setup/install.sh.
-    check_install("plan", fake_python, tmp_path, "", str(REPO))
+    check_install("plan", fake_python, tmp_path, "", f"{REPO}[cli]")
+
+
+def test_only_the_verify_action_installs_pyspark(fake_python: Path, tmp_path: Path) -> None:
+    """PySpark is ~450 MB: every install carried it when it was a plain dependency."""
+    inputs = {"paths": "nowhere"}
+    check_install("verify", fake_python, tmp_path, "0.1.0", "headwater[cli,verify]==0.1.0", inputs)
+    extras = {"extras": "cli,verify"}
+    check_install("setup", fake_python, tmp_path, "", f"{REPO}[cli,verify]", extras)
 
 
 def check_install(
-    action: str, fake_python: Path, tmp_path: Path, version: str, requirement: str
+    action: str,
+    fake_python: Path,
+    tmp_path: Path,
+    version: str,
+    requirement: str,
+    more: dict[str, str] | None = None,
 ) -> None:
     record = tmp_path / "pip-args"
-    inputs = {"python": str(fake_python), "version": version}
+    inputs = {"python": str(fake_python), "version": version, **(more or {})}
     if action == "plan":
         inputs |= {"files": "nowhere"}  # the plan step fails after the install; not under test
     env = {"RECORD": str(record), "REAL_PYTHON": sys.executable}

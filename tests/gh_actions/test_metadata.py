@@ -172,6 +172,10 @@ def test_every_action_installs_through_the_shared_step(path: Path) -> None:
     assert first["run"].startswith('bash "$GITHUB_ACTION_PATH/')
     assert first["run"].endswith('install.sh"')
     env = {"HW_PYTHON": "${{ inputs.python }}", "HW_VERSION": "${{ inputs.version }}"}
+    if path.parent.name == "setup":
+        env["HW_EXTRAS"] = "${{ inputs.extras }}"
+    elif path.parent.name == "verify":
+        env["HW_EXTRAS"] = "cli,verify"  # PySpark only where it runs
     if path.parent.name != "setup":
         # install.sh reads the install input itself, with every boolean spelling (not an
         # ``if: inputs.install == 'true'`` that took 'yes' for false).
