@@ -57,7 +57,7 @@ def test_kv_commands_in_the_domain(cli_hub: Cli) -> None:
     assert (entry["value"], entry["revision"]) == ("blue", 1)
     assert "DKV" in cli_hub.json(*in_domain("kv", "ls"))
     assert cli_hub.json(*in_domain("kv", "ls", "DKV")) == ["color"]
-    cli_hub.ok(*in_domain("kv", "rm", "DKV", "-f"))
+    cli_hub.ok(*in_domain("kv", "rm", "DKV", "--force"))
     assert "DKV" not in cli_hub.json(*in_domain("kv", "ls"))
 
 

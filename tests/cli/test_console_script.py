@@ -85,7 +85,7 @@ def test_long_work_shows_progress_on_a_terminal(
     assert history.exit_code == 0, history.output
     assert "Reading history of k" in history.stderr
     assert all(value in history.stdout for value in ("a", "b", "c"))
-    purge = runner.invoke(app, [*base, "stream", "purge", "KV_PROG", "-f"])
+    purge = runner.invoke(app, [*base, "stream", "purge", "KV_PROG", "--force"])
     assert purge.exit_code == 0, purge.output
     assert "Purging KV_PROG" in purge.stderr
     runner.invoke(app, [*base, "stream", "add", "PSRC", "--subjects", "psrc"])

@@ -178,7 +178,7 @@ def test_edit_changes_updatable_fields_and_refuses_others(cli, orders):
 def test_rm_needs_force_and_deletes(cli, orders):
     cli.ok("consumer", "add", orders, "GONE", "--filter", "ORDERS.gone")
     assert "--force" in cli.fails("consumer", "rm", orders, "GONE").stderr
-    assert cli.json("consumer", "rm", orders, "GONE", "-f") == {"success": True}
+    assert cli.json("consumer", "rm", orders, "GONE", "--force") == {"success": True}
     result = cli.fails("consumer", "info", orders, "GONE")
     assert "consumer ORDERS > GONE: consumer not found (code 404, err_code 10014)" in (
         result.stderr

@@ -37,7 +37,7 @@ SCRIPT: list[tuple[str, ...]] = [
     ("stream", "edit", "ORDERS", "--max-msgs", "100", "--description", "orders"),
     ("stream", "get", "ORDERS", "2"),
     ("stream", "cp", "ORDERS", "ORDCOPY", "--data"),
-    ("stream", "purge", "ORDERS", "-f", "--keep", "1"),
+    ("stream", "purge", "ORDERS", "--force", "--keep", "1"),
     ("stream", "ls"),
     ("consumer", "ls", "ORDERS"),
     ("kv", "add", "CFG", "--history", "3"),

@@ -96,7 +96,7 @@ def test_watch_gives_up_after_wait(cli):
 def test_rm_deletes_the_bucket(cli):
     cli.ok("kv", "add", "TEMP")
     assert "--force" in cli.fails("kv", "rm", "TEMP").stderr
-    cli.ok("kv", "rm", "TEMP", "-f")
+    cli.ok("kv", "rm", "TEMP", "--force")
     assert "TEMP" not in cli.json("kv", "ls")
     assert "bucket TEMP not found" in cli.fails("kv", "get", "TEMP", "x").stderr
 

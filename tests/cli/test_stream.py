@@ -64,6 +64,30 @@ def test_edit_changes_only_the_given_fields_and_reports_them(cli):
     assert "nothing changed" in again.stderr
 
 
+def test_edit_reports_changes_in_human_units(cli):
+    cli.ok("stream", "add", "ED3", "--subjects", "ed3.a", "--max-age", "5h")
+    result = cli.ok(
+        "stream", "edit", "ED3", "--subjects", "ed3.a,ed3.b", "--max-age", "1y",
+        "--max-bytes", "10GiB", "--max-msgs", "1M", "--description", "orders",
+        "--dupe-window", "30s", "--deny-delete",
+    )  # fmt: skip
+    lines = [line.strip() for line in result.stderr.splitlines()]
+    for expected in (
+        "max_age: 5h -> 1y",
+        "max_bytes: unlimited -> 10GiB",
+        "max_msgs: unlimited -> 1M",
+        "duplicate_window: 2m -> 30s",
+        "subjects: ed3.a -> ed3.a, ed3.b",
+        "description: - -> orders",
+        "deny_delete: false -> true",
+    ):
+        assert expected in lines, result.stderr
+    assert "None" not in result.stderr and "000000000" not in result.stderr
+    back = cli.ok("stream", "edit", "ED3", "--max-age", "-1", "--max-bytes", "-1")
+    lines = [line.strip() for line in back.stderr.splitlines()]
+    assert "max_age: 1y -> unlimited" in lines and "max_bytes: 10GiB -> unlimited" in lines
+
+
 def test_edit_refuses_a_storage_change_with_the_servers_error(cli):
     cli.ok("stream", "add", "ED2", "--subjects", "ed2")
     result = cli.fails("stream", "edit", "ED2", "--storage", "memory")
@@ -124,14 +148,14 @@ def test_purge_rmm_and_get(cli):
     last = cli.json("stream", "get", "PG1", "--last-for", "pg1.a")
     assert last["seq"] == 3
 
-    assert cli.json("stream", "rmm", "PG1", "1", "-f") == {"success": True}
+    assert cli.json("stream", "rmm", "PG1", "1", "--force") == {"success": True}
     gone = cli.fails("stream", "get", "PG1", "1")
     assert "no message found" in gone.stderr and "10037" in gone.stderr
     assert cli.json("stream", "info", "PG1")["state"]["messages"] == 4
 
-    reply = cli.json("stream", "purge", "PG1", "-f", "--subject", "pg1.b")
+    reply = cli.json("stream", "purge", "PG1", "--force", "--subject", "pg1.b")
     assert reply == {"success": True, "purged": 2}
-    result = cli.ok("stream", "purge", "PG1", "-f")
+    result = cli.ok("stream", "purge", "PG1", "--force")
     assert "Purged 2 messages" in result.stderr
     assert cli.json("stream", "info", "PG1")["state"]["messages"] == 0
 
@@ -141,7 +165,7 @@ def test_destructive_commands_need_force_without_a_terminal(cli):
     assert "--force" in cli.fails("stream", "rm", "RM1").stderr
     assert "--force" in cli.fails("stream", "purge", "RM1").stderr
     cli.ok("stream", "info", "RM1")
-    assert cli.json("stream", "rm", "RM1", "-f") == {"success": True}
+    assert cli.json("stream", "rm", "RM1", "--force") == {"success": True}
     assert "stream not found" in cli.fails("stream", "info", "RM1").stderr
 
 
@@ -149,9 +173,9 @@ def test_destructive_commands_need_force_without_a_terminal(cli):
     "args",
     [
         ("stream", "info", "NOPE"),
-        ("stream", "rm", "NOPE", "-f"),
-        ("stream", "purge", "NOPE", "-f"),
-        ("stream", "rmm", "NOPE", "1", "-f"),
+        ("stream", "rm", "NOPE", "--force"),
+        ("stream", "purge", "NOPE", "--force"),
+        ("stream", "rmm", "NOPE", "1", "--force"),
         ("stream", "get", "NOPE", "1"),
         ("stream", "edit", "NOPE", "--max-msgs", "1"),
         ("stream", "cp", "NOPE", "NOPE2"),

@@ -64,8 +64,20 @@ class RootGroup(TyperGroup):
 def _usage_error(error: click_errors.UsageError) -> NoReturn:
     if isinstance(error, click_errors.NoArgsIsHelpError):
         raise error  # no arguments: the help, as before
-    output.error_console().print(f"Error: {error.format_message()}", markup=False)
+    message = error.format_message()
+    if _force_meant(error):
+        message = f"{message} (-f means --file; to skip the confirmation use --force)"
+    output.error_console().print(f"Error: {message}", markup=False)
     raise typer.Exit(exitcodes.ERROR) from None
+
+
+def _force_meant(error: click_errors.UsageError) -> bool:
+    """``-f`` on a command with ``--force``: the nats CLI's habit (``nats stream rm -f``); here
+    -f is --file in every command (docs/CLI.md), so say what to type instead."""
+    if not isinstance(error, click_errors.NoSuchOption) or error.option_name != "-f":
+        return False
+    params = error.ctx.command.params if error.ctx is not None else []
+    return any(param.name == "force" for param in params)
 
 
 app = typer.Typer(

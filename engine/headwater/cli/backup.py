@@ -43,9 +43,8 @@ from headwater.verify.checks import verify_backup
 __all__ = ["account_backup", "stream_backup", "stream_convert", "stream_restore"]
 
 Directory = Annotated[Path, typer.Argument(help="Backup directory.", show_default=False)]
-Force = Annotated[
-    bool, typer.Option("--force", "-f", help="Write into a directory that is not empty.")
-]
+# Long only, as in stream.py: -f is --file everywhere.
+Force = Annotated[bool, typer.Option("--force", help="Write into a directory that is not empty.")]
 Consumers = Annotated[
     bool, typer.Option("--consumers/--no-consumers", help="Include durable consumers.")
 ]

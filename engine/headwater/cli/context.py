@@ -12,6 +12,7 @@ import nats.js.errors
 import typer
 from nats.aio.client import Client
 
+from headwater.cli import serverurl
 from headwater.cli.errors import ApiError, CliError
 from headwater.cli.jsapi import JetStreamApi, domain_hint
 from headwater.control import api
@@ -66,14 +67,20 @@ class CliContext:
         return self.run(lambda nc: body(JetStreamApi(nc, self.timeout)))
 
     async def _connect(self) -> Client:
-        where = ", ".join(self.settings.servers)
+        servers = self.settings.servers
+        where = ", ".join(servers)
+        refused = serverurl.check_urls(servers)
+        if refused:
+            raise CliError(refused)
         try:
             return await self.settings.connect()
         except nats.errors.Error as error:
             raise CliError(f"cannot connect to {where}: {error}") from None
         except (TimeoutError, OSError) as error:  # ConnectionError names the servers already
+            # A silent server is often an HTTP port (the monitoring one): ask it, to say so.
+            http = await serverurl.http_port_error(servers, min(self.timeout, 2.0))
             reason = str(error) or f"{type(error).__name__} ({where})"
-            raise CliError(f"cannot connect: {reason}") from None
+            raise CliError(http or f"cannot connect: {reason}") from None
 
 
 def current(ctx: typer.Context) -> CliContext:

@@ -272,7 +272,7 @@ def apply(
     elif not report.results:
         out.print("No changes. The server matches the documents.")
     else:
-        out.print(render.report_table(report))
+        out.print(render.report_table(report), soft_wrap=True)
         out.print(render.report_summary(report))
     raise typer.Exit(exitcodes.OK if report.ok else exitcodes.ERROR)
 

@@ -31,7 +31,8 @@ KV_PREFIX = "KV_"
 Bucket = Annotated[str, typer.Argument(help="Bucket name.")]
 Key = Annotated[str, typer.Argument(help="Key.")]
 JsonOpt = Annotated[bool, typer.Option("--json", "-j", help="Print JSON.")]
-Force = Annotated[bool, typer.Option("--force", "-f", help="Do not ask for confirmation.")]
+# Long only, as in stream.py: -f is --file everywhere.
+Force = Annotated[bool, typer.Option("--force", help="Do not ask for confirmation.")]
 
 
 _BUCKET = re.compile(r"^[A-Za-z0-9_-]+$")

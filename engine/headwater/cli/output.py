@@ -2,6 +2,10 @@
 
 Consoles are built per call (not at import) so they write to whatever ``sys.stdout`` is now,
 which is what ``typer.testing.CliRunner`` swaps in.
+
+Tables and panels never cut a word (a stream name, a subject): without a terminal (CI) rich
+assumes 80 columns, and what does not fit side by side prints as a list instead
+(:class:`headwater.control.render.FitTable`, :class:`FitPanel`).
 """
 
 from __future__ import annotations
@@ -12,12 +16,15 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from headwater.control import units
+from headwater.control.render import FitTable
 
 Rows = Sequence[tuple[str, object]]
 
@@ -61,26 +68,57 @@ def note(text: str) -> None:
 
 def panel(title: str, sections: Iterable[tuple[str, Rows]]) -> None:
     """A titled panel of key/value sections, as ``nats stream info`` prints them."""
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(justify="right", style="bold")
-    grid.add_column()
-    first = True
-    for heading, rows in sections:
-        if not rows:
-            continue
-        if not first:
-            grid.add_row("", "")
-        first = False
-        grid.add_row(f"[underline]{heading}[/underline]", "")
-        for key, value in rows:
-            grid.add_row(f"{key}:", str(value))
-    console().print(Panel(grid, title=title, title_align="left", expand=False))
+    console().print(FitPanel(title, sections))
+
+
+class FitPanel:
+    """``panel``'s renderable: a bordered panel when its title and every word of its values
+    fit the console, else the same lines without the border (nothing is cut)."""
+
+    def __init__(self, title: str, sections: Iterable[tuple[str, Rows]]) -> None:
+        self.title = Text.from_markup(title)
+        self.sections = [
+            (heading, [(f"{key}:", Text(str(value))) for key, value in rows])
+            for heading, rows in sections
+            if rows
+        ]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        keys = [key for _, rows in self.sections for key, _ in rows]
+        headings = [heading for heading, _ in self.sections]
+        key_width = max(map(cell_len, keys + headings), default=0)
+        lines = [line for _, rows in self.sections for _, v in rows for line in v.plain.split("\n")]
+        longest_word = max((cell_len(w) for line in lines for w in line.split()), default=0)
+        longest_line = max(map(cell_len, lines), default=0)
+        # Border and padding take two columns on each side; two spaces separate the columns.
+        frame = 4 + key_width + 2
+        # The title sits in the top border between "╭─ " and " ─╮".
+        title_room = self.title.cell_len + 6
+        if max(frame + longest_word, title_room) > options.max_width:
+            yield from self._as_list()
+            return
+        width = min(max(frame + longest_line, title_room), options.max_width)
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(justify="right", style="bold", no_wrap=True)
+        grid.add_column(overflow="fold")
+        for number, (heading, rows) in enumerate(self.sections):
+            if number:
+                grid.add_row("", "")
+            grid.add_row(Text(heading, style="underline"), "")
+            for key, value in rows:
+                grid.add_row(key, value)
+        yield Panel(grid, title=self.title, title_align="left", width=width)
+
+    def _as_list(self) -> RenderResult:
+        yield self.title
+        for heading, rows in self.sections:
+            yield Text(heading, style="underline")
+            for key, value in rows:
+                yield Text.assemble(f"  {key} ", value)
 
 
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
-    grid = Table(title=title, title_justify="left")
-    for column in columns:
-        grid.add_column(column)
+    grid = FitTable(title, columns)
     for row in rows:
         grid.add_row(*(str(cell) for cell in row))
     console().print(grid)

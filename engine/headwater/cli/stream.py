@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from headwater.cli import configfile, messages, output, prompts, streamcopy, views
 from headwater.cli.context import current
@@ -21,7 +22,8 @@ ConfigFile = Annotated[
     Path | None, typer.Option("--config", help="Configuration file (server JSON).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", "-j", help="Print the server's JSON.")]
-Force = Annotated[bool, typer.Option("--force", "-f", help="Do not ask for confirmation.")]
+# Long only: -f is --file in every command (the GitOps ones), so it never skips a question.
+Force = Annotated[bool, typer.Option("--force", help="Do not ask for confirmation.")]
 StreamArg = Annotated[str | None, typer.Argument(help="Stream name.", show_default=False)]
 
 
@@ -135,8 +137,8 @@ def edit(
         output.note(f"Stream {name} already has this configuration; nothing changed")
     else:
         output.note(f"Stream {name} was updated")
-        for field, before, after in diff:
-            output.note(f"  {field}: {before!r} -> {after!r}")
+        for line in views.change_lines(diff):
+            output.note(f"  {escape(line)}")
     views.stream_info(result)
 
 

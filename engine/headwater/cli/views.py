@@ -6,12 +6,52 @@ never disagree about what the server said.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from rich.markup import escape
+
 from headwater.cli import output
-from headwater.cli.output import count, duration, size
+from headwater.cli.output import UNLIMITED, count, duration, size
+from headwater.control import units
 
 Json = dict[str, Any]
+
+
+#: Stream config fields in nanoseconds, with what 0 means for each.
+_DURATIONS = {"max_age": UNLIMITED, "duplicate_window": "-", "subject_delete_marker_ttl": "-"}
+#: Fields in bytes and plain counts; -1 means no limit for both.
+_SIZES = frozenset({"max_bytes", "max_msg_size"})
+_COUNTS = frozenset({"max_msgs", "max_msgs_per_subject", "max_consumers"})
+
+
+def config_value(field: str, value: Any) -> str:
+    """One server-JSON config value as ``stream edit`` reports it: in the units its flag takes
+    (``1y``, ``10GiB``, ``1M``), ``unlimited`` for no limit and ``-`` for unset, as natscli
+    prints them, so a value read here can be typed back in."""
+    if value is None or value == "" or value == []:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int) and field in _DURATIONS:
+        return duration(value, zero=_DURATIONS[field])
+    if isinstance(value, int) and field in _SIZES:
+        return UNLIMITED if value < 0 else units.format_size(value)
+    if isinstance(value, int) and field in _COUNTS:
+        return UNLIMITED if value < 0 else units.format_count(value)
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return ", ".join(value)
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, separators=(", ", ": "))
+
+
+def change_lines(diff: list[tuple[str, Any, Any]]) -> list[str]:
+    """``field: before -> after`` for each changed field, in human units."""
+    return [
+        f"{field}: {config_value(field, before)} -> {config_value(field, after)}"
+        for field, before, after in diff
+    ]
 
 
 def _yes_no(value: object) -> str:
@@ -57,7 +97,8 @@ def stream_info(info: Json) -> None:
         ("Active Consumers", count(state.get("consumer_count", 0))),
         ("Number of Subjects", count(state.get("num_subjects", 0))),
     ]
-    title = f"Stream [bold]{cfg.get('name', '?')}[/bold] created {info.get('created', '?')}"
+    name = escape(str(cfg.get("name", "?")))
+    title = f"Stream [bold]{name}[/bold] created {info.get('created', '?')}"
     output.panel(title, [("Configuration", configuration), ("State", statistics)])
 
 
@@ -124,7 +165,8 @@ def consumer_info(info: Json) -> None:
         ("Unprocessed Messages", count(info.get("num_pending", 0))),
         ("Waiting Pulls", count(info.get("num_waiting", 0))),
     ]
-    title = f"Consumer [bold]{info.get('stream_name', '?')} > {info.get('name', '?')}[/bold]"
+    names = escape(f"{info.get('stream_name', '?')} > {info.get('name', '?')}")
+    title = f"Consumer [bold]{names}[/bold]"
     output.panel(title, [("Configuration", configuration), ("State", state)])
 
 
