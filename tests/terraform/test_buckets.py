@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from nats.aio.client import Client
 from nats.js.api import KeyValueConfig
 from nats.js.errors import KeyNotFoundError
