@@ -5,9 +5,11 @@ unpacked mirror layout Terraform reads::
 
     DIR/headwater.io/headwater/headwater/0.1.0/linux_amd64/terraform-provider-headwater_v0.1.0
 
-The executable is a small launcher that runs this Python environment's provider. Terraform
-pins its hash in ``.terraform.lock.hcl``, so the launcher's text depends only on the Python
-path: installing again into the same mirror from the same environment keeps the lock valid.
+The executable is a small launcher that runs the provider of a Python environment: the
+interpreter ``HEADWATER_PYTHON`` names, else the first ``python3`` on ``PATH`` (an activated
+virtualenv). Terraform pins its hash in ``.terraform.lock.hcl``, which teams commit, so the
+launcher's text is the same on every machine: it names no path. (It once held the absolute
+interpreter path, and a teammate's or CI's install broke the committed lock file.)
 With ``--cli-config`` it also writes a CLI configuration (``TF_CLI_CONFIG_FILE``) whose
 ``provider_installation`` uses the mirror for ``headwater.io/*/*`` and nothing else.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import platform
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -38,20 +41,26 @@ def terraform_platform() -> str:
     return f"{system}_{_ARCH.get(machine, machine)}"
 
 
-def launcher(python: str) -> str:
+LAUNCHER = (
+    "#!/bin/sh\n"
+    "# terraform-provider-headwater: the provider of the Python environment HEADWATER_PYTHON\n"
+    "# names, else of the first python3 on PATH. No path in here: the lock file pins this text.\n"
+    'exec "${HEADWATER_PYTHON:-python3}" -m headwater_terraform.main "$@"\n'
+)
+
+
+def python_hint(python: str) -> str:
+    """What to export so Terraform's launcher finds ``python`` (empty when PATH does)."""
+    found = shutil.which("python3")
+    if found and Path(found).resolve() == Path(python).resolve():
+        return ""
     return (
-        "#!/bin/sh\n"
-        "# terraform-provider-headwater: runs the provider of one Python environment.\n"
-        f'exec {shlex.quote(python)} -m headwater_terraform.main "$@"\n'
+        "Terraform starts the provider with the first python3 on PATH; for this one: "
+        f"export HEADWATER_PYTHON={shlex.quote(python)}"
     )
 
 
-def install_provider(
-    mirror: str | Path,
-    *,
-    version: str = PROVIDER_VERSION,
-    python: str = sys.executable,
-) -> Path:
+def install_provider(mirror: str | Path, *, version: str = PROVIDER_VERSION) -> Path:
     """Write the provider into ``mirror`` (created if missing); returns the executable."""
     target = (
         Path(mirror)
@@ -63,7 +72,7 @@ def install_provider(
     )
     target.mkdir(parents=True, exist_ok=True)
     executable = target / f"terraform-provider-{PROVIDER_TYPE}_v{version}"
-    text = launcher(python)
+    text = LAUNCHER
     if not executable.exists() or executable.read_text() != text:
         executable.write_text(text)
     executable.chmod(0o755)
@@ -101,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     executable = install_provider(args.mirror, version=args.version)
     print(f"installed {PROVIDER_SOURCE} {args.version}: {executable}")
+    hint = python_hint(sys.executable)
+    if hint:
+        print(hint)
     config = cli_config(args.mirror)
     if args.cli_config:
         Path(args.cli_config).write_text(config)

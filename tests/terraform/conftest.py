@@ -175,6 +175,8 @@ def base_env(workdir: Path) -> dict[str, str]:
         "CHECKPOINT_DISABLE": "1",
         "TF_CLI_CONFIG_FILE": str(config),
         "TF_IN_AUTOMATION": "1",
+        # The mirror's launcher runs the provider with this interpreter (install.LAUNCHER).
+        "HEADWATER_PYTHON": sys.executable,
     }
     return env
 

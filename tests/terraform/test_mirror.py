@@ -4,6 +4,7 @@ provider itself here (no reattach), so these take a few seconds each."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from headwater.testing import ServerProcess
 from headwater_terraform import PROVIDER_VERSION
-from headwater_terraform.install import install_provider
+from headwater_terraform.install import cli_config, install_provider
 from tests.terraform.conftest import Terraform, base_env, stream_info
 
 CONFIG = """
@@ -105,3 +106,34 @@ def test_dev_overrides_need_no_init(tmp_path: Path, clean_headwater: ServerProce
     assert "Provider development overrides are in effect" in outcome.output
     assert stream_info(clean_headwater, "ORDERS") is not None
     assert PROVIDER_VERSION in executable.name
+
+
+@pytest.mark.slow
+def test_a_committed_lock_file_holds_on_another_machine(
+    tmp_path: Path, clean_headwater: ServerProcess
+) -> None:
+    """The lock file pins the provider's hash. The launcher used to hold the absolute path of
+    the interpreter it was installed from, so a teammate's or CI's install (another path)
+    hashed differently and ``terraform init`` refused the committed lock file."""
+    work = tmp_path / "work"
+    work.mkdir()
+    env = base_env(work)
+    env["NATS_URL"] = clean_headwater.url
+    tf = Terraform(work, env)
+    (work / "main.tf").write_text(CONFIG)
+    for machine in ("laptop", "ci"):
+        # Each machine: its own mirror, and its own path to an interpreter with headwater.
+        home = tmp_path / machine
+        (home / "bin").mkdir(parents=True)
+        python = home / "bin" / "python3"
+        python.symlink_to(sys.executable)
+        mirror = home / "mirror"
+        install_provider(mirror)
+        (home / "cli.tfrc").write_text(cli_config(mirror))
+        env["TF_CLI_CONFIG_FILE"] = str(home / "cli.tfrc")
+        env["HEADWATER_PYTHON"] = str(python)
+        if machine == "ci":
+            shutil.rmtree(work / ".terraform")  # a fresh clone: only the lock file is committed
+        init = tf.run("init", "-no-color", "-input=false")
+        assert init.returncode == 0, init.output
+        assert tf.plan().returncode == 2

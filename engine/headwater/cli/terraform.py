@@ -3,6 +3,7 @@ plain ``required_providers`` block and ``terraform init`` work offline (docs/TER
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -30,6 +31,9 @@ def install(
 
     executable = provider.install_provider(mirror)
     typer.echo(f"installed {provider.PROVIDER_SOURCE} {provider.PROVIDER_VERSION}: {executable}")
+    hint = provider.python_hint(sys.executable)
+    if hint:
+        typer.echo(hint)
     config = provider.cli_config(mirror)
     if cli_config is not None:
         cli_config.write_text(config)
