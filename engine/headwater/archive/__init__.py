@@ -7,6 +7,7 @@ nats-server 2.15's snapshots (``NATSARC1`` in S2), yielding the same records.
 """
 
 from headwater.archive.convert import convert_archive
+from headwater.archive.damage import DamagedFrame
 from headwater.archive.detect import ArchiveFormat, archive_format, open_archive
 from headwater.archive.format import (
     ARCHIVE_SUFFIX,
@@ -46,6 +47,7 @@ __all__ = [
     "ArchivedStream",
     "ChecksumMismatch",
     "Compression",
+    "DamagedFrame",
     "MalformedArchive",
     "NatsArchiveReader",
     "NatsArchiveWriter",

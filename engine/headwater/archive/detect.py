@@ -38,18 +38,22 @@ def archive_format(head: bytes) -> ArchiveFormat | None:
 
 
 def open_archive(
-    source: BinaryIO, name: str, config: dict[str, Any]
+    source: BinaryIO, name: str, config: dict[str, Any], salvage: bool = False
 ) -> ArchiveReader | NatsArchiveReader:
     """A reader for the archive in the seekable ``source``, whichever format it is in.
 
     ``name`` and ``config`` are the stream's (from ``backup.json`` or a restore request): a
     nats-server archive does not record them. A Headwater archive records its own, which its
-    callers check against theirs."""
+    callers check against theirs.
+
+    ``salvage``: a Headwater archive's damaged frames are skipped and recorded
+    (:attr:`ArchiveReader.damaged`) rather than raised; a nats-server archive cannot be
+    resumed past a bad S2 chunk (its entries span chunks), so it raises as before."""
     head = source.read(_PEEK)
     source.seek(-len(head), 1)
     kind = archive_format(head)
     if kind is ArchiveFormat.HEADWATER:
-        return ArchiveReader(source)
+        return ArchiveReader(source, salvage=salvage)
     if kind is ArchiveFormat.NATS:
         return NatsArchiveReader(source, name, config)
     if any(magic.startswith(head) for magic in (MAGIC, S2_MAGIC)):

@@ -5,6 +5,14 @@ record's checksum, the record order (stream, consumers, messages by ascending se
 the END record's counts against what it read, and that nothing follows the END frame. Any
 violation raises an :class:`~headwater.archive.format.ArchiveError` naming the frame and the
 record, so a verifier can report where an archive broke.
+
+With ``salvage=True`` a frame that fails its checksum (or does not decompress), or a record
+that fails its own inside a good frame, does not end the read: it is recorded in
+:attr:`ArchiveReader.damaged` (a :class:`~headwater.archive.damage.DamagedFrame`, with the
+sequences read on either side of it) and reading goes on at the next frame, which the frame
+header locates. The END record's counts then cannot match and are not compared, and an archive
+whose last frame was lost ends without its END record. Structural faults (implausible lengths,
+record order, a truncated file) still raise: past them, where the next frame starts is unknown.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from headwater.archive.damage import DamagedFrame
 from headwater.archive.format import (
     FILE_HEADER,
     FRAME_HEADER,
@@ -20,6 +29,7 @@ from headwater.archive.format import (
     OPTIONAL_TYPES,
     RECORD_HEAD,
     RECORD_SUM,
+    ArchiveError,
     ChecksumMismatch,
     Compression,
     MalformedArchive,
@@ -45,16 +55,26 @@ _SUM = RECORD_SUM.size
 _HEAD = RECORD_HEAD.size
 
 
-class ArchiveReader:
-    """Records of the archive ``source`` (a binary file object), checked as they are read."""
+class _FrameUnreadable(ArchiveError):
+    """A frame whose stored bytes are damaged but whose length is plausible, so the next
+    frame can still be found (``str()`` is the reason, without the frame number)."""
 
-    def __init__(self, source: BinaryIO) -> None:
+
+class ArchiveReader:
+    """Records of the archive ``source`` (a binary file object), checked as they are read.
+
+    ``salvage``: skip damaged frames, recording them in :attr:`damaged`, instead of raising
+    :class:`ChecksumMismatch` at the first one (see the module docstring)."""
+
+    def __init__(self, source: BinaryIO, salvage: bool = False) -> None:
         self._src = source
         head = source.read(FILE_HEADER.size)
         self.major, self.minor, self.compression = unpack_file_header(head)
         self.bytes_read = len(head)
         self.summary: ArchiveSummary | None = None
         self.stream: ArchivedStream | None = None
+        self.salvage = salvage
+        self.damaged: list[DamagedFrame] = []
 
     def __iter__(self) -> Iterator[Record]:
         return self.records()
@@ -64,9 +84,28 @@ class ArchiveReader:
         last_seq = 0
         messages = consumers = payload = 0
         frame_no = 0
+        awaiting_next: list[DamagedFrame] = []  # damage whose next_seq is not known yet
+        last_damaged = -1
         while True:
-            frame = self._next_frame(frame_no)
+            start = self.bytes_read
+            try:
+                frame = self._next_frame(frame_no)
+            except _FrameUnreadable as exc:
+                if not self.salvage:
+                    raise ChecksumMismatch(f"frame {frame_no}: {exc}") from None
+                if phase == 3:
+                    raise MalformedArchive(f"frame {frame_no} follows the END record") from None
+                damage = DamagedFrame(frame_no, start, self.bytes_read - 1, str(exc), last_seq)
+                self.damaged.append(damage)
+                awaiting_next.append(damage)
+                # The stream record is always in frame 0: lost with it, not missing after it.
+                phase = max(phase, 1)
+                last_damaged = frame_no
+                frame_no += 1
+                continue
             if frame is None:
+                if phase != 3 and last_damaged == frame_no - 1:
+                    return  # the END record was in the damaged last frame: already reported
                 if phase != 3:
                     raise TruncatedArchive(
                         f"archive ends after frame {frame_no - 1} without its END record "
@@ -90,7 +129,22 @@ class ArchiveReader:
                     raise MalformedArchive(f"{where}: record runs past the frame")
                 (digest,) = RECORD_SUM.unpack_from(view, body_end)
                 if digest != checksum(view[off:body_end]):
-                    raise ChecksumMismatch(f"{where}: record checksum mismatch")
+                    if not self.salvage:
+                        raise ChecksumMismatch(f"{where}: record checksum mismatch")
+                    # The frame passed its own checksum, so the writer stored a bad record:
+                    # its length cannot be trusted, the rest of this frame is lost.
+                    damage = DamagedFrame(
+                        frame_no,
+                        start,
+                        self.bytes_read - 1,
+                        f"the record at offset {off} failed its checksum",
+                        last_seq,
+                    )
+                    self.damaged.append(damage)
+                    awaiting_next.append(damage)
+                    phase = max(phase, 1)
+                    last_damaged = frame_no
+                    break
                 body = view[off + _HEAD : body_end]
                 off = body_end + _SUM
                 if kind == RecordType.MESSAGE:
@@ -105,6 +159,10 @@ class ArchiveReader:
                     last_seq = msg.seq
                     messages += 1
                     payload += len(msg.hdr) + len(msg.data)
+                    if awaiting_next:
+                        for damage in awaiting_next:
+                            damage.next_seq = last_seq
+                        awaiting_next.clear()
                     yield msg
                 elif kind == RecordType.STREAM:
                     if phase != 0:
@@ -122,7 +180,8 @@ class ArchiveReader:
                         raise MalformedArchive(f"{where}: END before the stream record")
                     summary: ArchiveSummary = decode_json(body, ArchiveSummary, "END")
                     found = ArchiveSummary(messages, consumers, last_seq, payload)
-                    if summary != found:
+                    # Records lost in damaged frames make the counts differ: expected then.
+                    if summary != found and not self.damaged:
                         raise MalformedArchive(
                             f"{where}: END record says {summary}, archive holds {found}"
                         )
@@ -152,10 +211,13 @@ class ArchiveReader:
                 f"archive ends inside frame {frame_no} ({len(stored)} of {stored_len} bytes)"
             )
         if digest != checksum(stored):
-            raise ChecksumMismatch(f"frame {frame_no}: checksum mismatch")
+            raise _FrameUnreadable("checksum mismatch")
         if self.compression is Compression.NONE and raw_len != stored_len:
             raise MalformedArchive(f"frame {frame_no}: lengths differ without compression")
-        return decompress(stored, raw_len, self.compression)
+        try:
+            return decompress(stored, raw_len, self.compression)
+        except ChecksumMismatch as exc:  # zstd rejected bytes that matched the checksum
+            raise _FrameUnreadable(str(exc).removeprefix("frame ")) from None
 
 
 def read_archive(path: str | Path) -> Iterator[Record]:

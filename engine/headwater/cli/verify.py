@@ -2,7 +2,8 @@
 
 The command is a thin shell over :mod:`headwater.verify.job` (the same job ``spark-submit``
 runs on a cluster): it picks the master, prints the result and sets the exit code (0 clean,
-1 on any finding or error). pyspark is imported only when the command runs.
+1 on any finding or error). Progress (what is read, tasks done) goes to stderr; Spark's own
+log lines too, but only with ``-v``. pyspark is imported only when the command runs.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ Master = Annotated[
     str, typer.Option("--master", help="Spark master URL: local[N], spark://HOST:PORT, ...")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", "-j", help="Print the result as JSON.")]
+Verbose = Annotated[
+    bool,
+    typer.Option("--verbose", "-v", help="Also show Spark's own log lines on stderr."),
+]
 ReportDir = Annotated[
     Path | None,
     typer.Option(
@@ -55,6 +60,7 @@ def verify(
     json_output: JsonOpt = False,
     report: ReportDir = None,
     compare: Compare = None,
+    verbose: Verbose = False,
 ) -> None:
     """Verify backups with Spark: archive structure and checksums, sequences, counts,
     consumer state and config. Exits 1 on any finding."""
@@ -66,8 +72,10 @@ def verify(
     wants_json = current(ctx).wants_json(json_output)
     try:
         resolve_targets(paths or [], compare)  # wrong paths fail before Spark starts
-        with verification_session(master) as spark:
-            result = run_verification(spark, paths or [], compare)
+        # Progress goes to stderr, also with --json: stdout holds the result alone.
+        output.note(f"starting Spark ({master})")
+        with verification_session(master, verbose) as spark:
+            result = run_verification(spark, paths or [], compare, _progress)
             if report is not None:
                 write_report(spark, result, report)
     except VerifyError as error:
@@ -79,6 +87,10 @@ def verify(
             output.console().print(line, markup=False)
     if not result.ok:
         raise typer.Exit(exitcodes.ERROR)
+
+
+def _progress(line: str) -> None:
+    output.error_console().print(line, markup=False, highlight=False)
 
 
 def register(root: typer.Typer) -> None:

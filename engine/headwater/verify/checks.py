@@ -3,7 +3,10 @@
 The archive is read with :func:`headwater.archive.open_archive`: Headwater's own format
 (:class:`~headwater.archive.ArchiveReader`, one frame at a time) or a nats-server 2.15 snapshot
 (:class:`~headwater.archive.NatsArchiveReader`, ``NATSARC1`` in S2, one S2 block at a time),
-both checking the structure and every checksum and yielding the same records. This module adds
+both checking the structure and every checksum and yielding the same records. A Headwater
+archive is read in salvage mode: a frame that fails its checksum is skipped and reported with its
+byte range and the sequences around it (:mod:`headwater.verify.damage`), and the frames after it
+are still read. This module adds
 the semantic checks of issue 9 against the stream state recorded at snapshot time:
 
 * every message sequence within ``[first_seq, last_seq]``, and the missing ones as many as
@@ -25,6 +28,7 @@ recorded them (the server records at most 100,000 subjects).
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Iterator, Mapping
@@ -39,7 +43,9 @@ from headwater.archive import (
     ArchivedStream,
     ArchiveError,
     ArchiveFormat,
+    ArchiveReader,
     ChecksumMismatch,
+    DamagedFrame,
     MalformedArchive,
     NatsArchiveReader,
     Record,
@@ -54,6 +60,7 @@ from headwater.verify.backupdir import (
     NATS_ARCHIVE_FILE,
     archive_files,
 )
+from headwater.verify.damage import report_damage
 from headwater.verify.findings import BackupReport, FindingLog, Kind
 
 __all__ = ["archive_error_kind", "stored_bytes_function", "verify_backup"]
@@ -155,29 +162,45 @@ def _verify_archive(
     config: dict[str, Any] = meta["config"] if meta is not None else {}
     name = config.get("name")
     nats = False
+    damaged: list[DamagedFrame] = []
+    fatal: ArchiveError | None = None
+    reader: ArchiveReader | NatsArchiveReader | None = None
     try:
-        reader = open_archive(fh, name if isinstance(name, str) else "", config)
+        # salvage: a damaged frame is recorded and skipped, so what follows it is still read
+        # and the report can say which bytes and sequences were lost.
+        reader = open_archive(fh, name if isinstance(name, str) else "", config, salvage=True)
         nats = isinstance(reader, NatsArchiveReader)
+        damaged = [] if nats else reader.damaged  # type: ignore[union-attr]
         report.format = (ArchiveFormat.NATS if nats else ArchiveFormat.HEADWATER).value
         records = reader.records()
-        # The reader guarantees the stream record comes first (or raises).
-        first = next(records)
-        if not isinstance(first, ArchivedStream):
+        # The reader guarantees the stream record comes first (or raises), unless it was in
+        # a damaged frame: the records read after that are still counted.
+        first = next(records, None)
+        if isinstance(first, ArchivedStream):
+            stream = first
+            log.stream = report.stream = stream.name
+        elif not damaged:
             raise MalformedArchive("the first record is not the stream record")
-        stream = first
-        log.stream = report.stream = stream.name
+        elif first is not None:
+            records = itertools.chain([first], records)
         # A nats-server archive without backup.json has no config, so no storage type.
-        tally = _MessageTally(stream, count_bytes=not (nats and meta is None))
+        tally = _MessageTally(stream or _stand_in(meta), count_bytes=not (nats and meta is None))
         tally.consume(records, consumers)
-        report.complete = reader.summary is not None
+        report.complete = reader.summary is not None and not damaged
     except ArchiveError as exc:
-        log.add(archive_error_kind(exc), str(exc))
+        fatal = exc
     finally:
         if tally is not None:
             report.messages = tally.count
             report.first_seq = tally.first
             report.last_seq = tally.last
         report.consumers = len(consumers)
+    report.expected_messages = _expected_messages(reader, stream, meta)
+    if damaged:
+        report.damaged = [damage.to_dict() for damage in damaged]
+        report_damage(log, damaged, stream is None, report.messages, report.expected_messages)
+    if fatal is not None:
+        log.add(archive_error_kind(fatal), str(fatal))
     if stream is None:
         return
     if meta is not None:
@@ -190,6 +213,31 @@ def _verify_archive(
         _check_consumer(consumer, stream, log)
     if report.complete and tally is not None:
         tally.check(log)
+
+
+def _stand_in(meta: dict[str, Any] | None) -> ArchivedStream:
+    """The stream as ``backup.json`` describes it, for tallying the messages read after a
+    damaged first frame took the archive's own stream record."""
+    config = meta["config"] if meta is not None else {}
+    state = meta.get("state") if meta is not None else None
+    return ArchivedStream(
+        str(config.get("name", "")), 0, config, state if isinstance(state, dict) else {}
+    )
+
+
+def _expected_messages(
+    reader: ArchiveReader | NatsArchiveReader | None,
+    stream: ArchivedStream | None,
+    meta: dict[str, Any] | None,
+) -> int | None:
+    """How many messages the archive should hold: its END record's count, else the state
+    recorded in its stream record, else ``backup.json``'s; None when none of them was read."""
+    if reader is not None and reader.summary is not None:
+        return int(reader.summary.messages)
+    state = stream.state if stream is not None else (meta or {}).get("state")
+    if isinstance(state, dict) and isinstance(state.get("messages"), int):
+        return int(state["messages"])
+    return None
 
 
 class _MessageTally:

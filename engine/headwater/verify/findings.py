@@ -80,12 +80,19 @@ class BackupReport:
     """The archive's format, from its content: ``headwater`` (``stream.hwarc``) or ``nats``
     (a nats-server 2.15 snapshot, ``stream.tar.s2``); empty when no archive could be read."""
     messages: int = 0
-    """Message records read (up to the fault, when the archive is damaged)."""
+    """Message records read (when the archive is damaged: those before the fault, and
+    those in the frames after a damaged frame)."""
+    expected_messages: int | None = None
+    """How many the archive should hold: its END record's count, else the recorded state's;
+    None when neither could be read."""
     consumers: int = 0
     first_seq: int = 0
     last_seq: int = 0
     complete: bool = False
-    """The whole archive was read, up to and including its END record."""
+    """The whole archive was read, up to and including its END record, no frame skipped."""
+    damaged: list[dict[str, Any]] = field(default_factory=list)
+    """The frames skipped as unreadable (:class:`headwater.archive.DamagedFrame` as dicts:
+    ``frame``, ``first_byte``, ``last_byte``, ``reason``, ``after_seq``, ``next_seq``)."""
     seconds: float = 0.0
     findings: list[Finding] = field(default_factory=list)
 

@@ -4,7 +4,9 @@ The driver finds the backup directories, packs them into tasks of about equal ar
 (largest first, each to the lightest task: a few huge backups do not end up in one task),
 and each task runs :func:`headwater.verify.checks.verify_backup` on its directories, one
 streaming pass per archive. Only the per-backup reports come back to the driver; the
-optional comparison is a Spark join (:mod:`headwater.verify.compare`).
+optional comparison is a Spark join (:mod:`headwater.verify.compare`). Progress for a person
+(what is read, tasks done) goes to an optional callback (:mod:`headwater.verify.progress`);
+the command line here prints it on stderr.
 
     spark-submit --master spark://HOST:7077 "$(python -c 'import headwater.verify.job as j;
     print(j.__file__)')" /mnt/backups --report /mnt/reports
@@ -20,7 +22,8 @@ import heapq
 import json
 import os
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +32,7 @@ from headwater.verify.backupdir import VerifyError, archive_path, find_backups, 
 from headwater.verify.checks import verify_backup
 from headwater.verify.compare import Comparison, compare_backups
 from headwater.verify.findings import BackupReport, Finding
+from headwater.verify.progress import announce, count, watch_tasks
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -103,12 +107,24 @@ def _verify_group(group: list[str]) -> list[BackupReport]:
     return [verify_backup(directory) for directory in group]
 
 
-def verify_backups(spark: SparkSession, backups: Sequence[str]) -> list[BackupReport]:
-    """One report per backup directory, in the order given, verified across the executors."""
+def verify_backups(
+    spark: SparkSession,
+    backups: Sequence[str],
+    progress: Callable[[str], None] | None = None,
+) -> list[BackupReport]:
+    """One report per backup directory, in the order given, verified across the executors.
+    ``progress`` receives what is read and how far the job is (lines for a person)."""
     if not backups:
         return []
     groups = plan_tasks(backups, spark.sparkContext.defaultParallelism)
-    reports = spark.sparkContext.parallelize(groups, len(groups)).flatMap(_verify_group).collect()
+    if progress is not None:
+        announce(backups, len(groups), progress)
+    rdd = spark.sparkContext.parallelize(groups, len(groups)).flatMap(_verify_group)
+    began = time.perf_counter()
+    with watch_tasks(spark, progress):
+        reports = rdd.collect()
+    if progress is not None:
+        progress(f"  read {count(len(reports), 'backup')} in {time.perf_counter() - began:.1f}s")
     order = {backup: i for i, backup in enumerate(backups)}
     return sorted(reports, key=lambda report: order[report.backup])
 
@@ -137,16 +153,32 @@ def run_verification(
     spark: SparkSession,
     paths: Sequence[str | Path],
     compare: tuple[str | Path, str | Path] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> VerificationResult:
-    """Verify every backup under ``paths`` (and both ``compare`` sides), then compare."""
+    """Verify every backup under ``paths`` (and both ``compare`` sides), then compare.
+    ``progress``: called with one line at a time saying what is being read."""
     backups, pair = resolve_targets(paths, compare)
-    result = VerificationResult(verify_backups(spark, backups))
+    result = VerificationResult(verify_backups(spark, backups, progress))
     if pair is not None:
+        if progress is not None:
+            progress(f"comparing {pair[0]} with {pair[1]}")
         result.comparison = compare_backups(spark, pair[0], pair[1])
     return result
 
 
 _FORMAT_NOTE = {"headwater": "", "nats": " (nats-server archive)"}
+
+
+def _contents(report: BackupReport) -> str:
+    """What the archive holds, or, when it could not be read whole, what was read of it: a
+    damaged archive must not look like an empty stream."""
+    if report.complete:
+        return f"{report.messages} messages, {report.consumers} consumers"
+    if not report.format:
+        return "archive not read"
+    of = "" if report.expected_messages is None else f" of {report.expected_messages}"
+    seqs = f" (seq {report.first_seq}-{report.last_seq})" if report.messages else ""
+    return f"read {report.messages}{of} messages{seqs} and {report.consumers} consumers"
 
 
 def summary_lines(result: VerificationResult) -> list[str]:
@@ -155,8 +187,7 @@ def summary_lines(result: VerificationResult) -> list[str]:
     for report in result.reports:
         status = "ok  " if report.ok else "FAIL"
         lines.append(
-            f"{status} {report.backup}  stream {report.stream or '?'}, "
-            f"{report.messages} messages, {report.consumers} consumers, "
+            f"{status} {report.backup}  stream {report.stream or '?'}, {_contents(report)}, "
             f"{report.archive_bytes} archive bytes" + _FORMAT_NOTE.get(report.format, "")
         )
         lines += [f"       {f.kind}: {f.detail}" for f in report.findings]
@@ -186,6 +217,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--report", metavar="DIR", help="write JSON reports and Parquet here")
     parser.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two backups")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="show Spark's own log lines on stderr"
+    )
     return parser
 
 
@@ -196,9 +230,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = _parser().parse_args(argv)
     compare = tuple(args.compare) if args.compare else None
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     try:
-        with verification_session(args.master) as spark:
-            result = run_verification(spark, args.paths, compare)  # type: ignore[arg-type]
+        with verification_session(args.master, args.verbose) as spark:
+            result = run_verification(
+                spark,
+                args.paths,
+                compare,  # type: ignore[arg-type]
+                progress,
+            )
             if args.report:
                 write_report(spark, result, args.report)
     except VerifyError as exc:
