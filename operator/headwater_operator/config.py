@@ -2,15 +2,23 @@
 
 kopf's flags (``--namespace``, ``--all-namespaces``, ``--peering``, ``--liveness``,
 ``--standalone`` ...) pass through to kopf unchanged; these are the ones kopf does not know.
+One is added: ``--peering`` without ``--priority`` gets a priority derived from the pod's
+name (see :func:`peering_priority`), so that replicas started with the same flags do not all
+pause as "conflicting operators with the same priority".
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from click.core import ParameterSource
+from kopf import cli
 
 from headwater.control.connection import ConnectionSettings
 from headwater_operator.ownership import check_cluster_id
@@ -40,6 +48,19 @@ class OperatorConfig:
     """Server-side watch timeout (kopf's default when None)."""
     cluster_id: str = ""
     """Prefix of every owner this operator writes (``kubernetes:<cluster>/...``); empty: none."""
+    peering_priority: int | None = None
+    """The kopf priority derived from ``pod_name`` (None: given, or no peering)."""
+    pod_name: str = ""
+    """The name the priority was derived from (POD_NAME, else the host name)."""
+
+    def priority_note(self) -> str:
+        """What the operator logs at startup about a derived priority ("" when none)."""
+        if self.peering_priority is None:
+            return ""
+        return (
+            f"Peering priority {self.peering_priority}, derived from the pod name "
+            f"{self.pod_name!r} (no --priority given)."
+        )
 
     def backoff(self, retry: int) -> float:
         return float(min(self.max_backoff, 2 ** min(retry, 16)))
@@ -56,10 +77,48 @@ def _cluster_id(value: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+PRIORITY_RANGE = 2**31 - 1
+"""Derived priorities lie in 1..PRIORITY_RANGE: two pods collide with odds of about 1 in 2e9."""
+_TRUE = frozenset({"1", "true", "t", "yes", "y", "on"})
+
+
+def peering_priority(pod_name: str) -> int:
+    """A stable priority for ``pod_name``: the same pod name always gets the same one, and
+    the replicas of a Deployment (whose pod names differ) get different ones."""
+    digest = hashlib.sha256(pod_name.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % PRIORITY_RANGE + 1
+
+
+def needs_priority(kopf_args: Sequence[str], env: Mapping[str, str]) -> bool:
+    """Whether kopf will take part in peering with its default priority (0).
+
+    kopf's own parser reads the flags (every spelling: ``-P x``, ``--priority=3``, ``-p3``);
+    its environment fallbacks (``KOPF_RUN_*``) are read from ``env`` rather than the process.
+    """
+    context = cli.run.make_context("run", list(kopf_args), resilient_parsing=True)
+
+    def given(name: str, variable: str) -> bool:
+        if context.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+            return context.params.get(name) not in (None, False)
+        return bool(env.get(variable))
+
+    def flag(name: str, variable: str) -> bool:
+        if context.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+            return bool(context.params.get(name))
+        return env.get(variable, "").strip().lower() in _TRUE
+
+    peering = given("peering_name", "KOPF_RUN_PEERING")
+    priority = given("priority", "KOPF_RUN_PRIORITY")
+    # --dev runs with kopf's own priority; --standalone takes no part in peering.
+    exempt = flag("standalone", "KOPF_RUN_STANDALONE") or flag("dev", "KOPF_RUN_DEV")
+    return peering and not priority and not exempt
+
+
 def parse_args(
     argv: Sequence[str], env: Mapping[str, str] | None = None
 ) -> tuple[OperatorConfig, list[str]]:
-    """The operator's flags out of ``argv``; the rest (kopf's) is returned as is."""
+    """The operator's flags out of ``argv``; the rest (kopf's) is returned as is, but for a
+    ``--priority=N`` appended when peering is asked for without one (see the module doc)."""
     env = os.environ if env is None else env
     parser = argparse.ArgumentParser(
         prog="headwater-operator",
@@ -125,6 +184,12 @@ def parse_args(
         tls_ca=options.tls_ca,
         tls_first=options.tls_first,
     )
+    priority = None
+    pod_name = ""
+    if needs_priority(rest, env):
+        pod_name = env.get("POD_NAME") or env.get("HOSTNAME") or socket.gethostname()
+        priority = peering_priority(pod_name)
+        rest = [*rest, f"--priority={priority}"]
     config = OperatorConfig(
         connection=connection,
         namespace_profile=options.connection_profile,
@@ -133,5 +198,7 @@ def parse_args(
         metrics_port=options.metrics_port,
         cache_dir=Path(options.cache_dir) if options.cache_dir else None,
         cluster_id=options.cluster_id,
+        peering_priority=priority,
+        pod_name=pod_name,
     )
     return config, rest

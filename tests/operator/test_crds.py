@@ -70,6 +70,37 @@ def test_crds_match_the_models() -> None:
     assert stale == [], "crds/ drifted from the models: run python -m headwater_operator.crdgen"
 
 
+def test_kubectl_apply_f_crds_reads_only_crds() -> None:
+    """`kubectl apply -f crds/` reads every .yaml, .yml and .json file there: each must be a
+    Kubernetes object (a CRD), so the kustomization is named so that kubectl skips it."""
+    read = sorted(p for p in CRDS.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+    assert {p.name for p in read} == {n.file_name for n in crdgen.KIND_NAMES.values()}
+    for path in read:
+        for document in yaml.safe_load_all(path.read_text()):
+            assert document["apiVersion"] == "apiextensions.k8s.io/v1", path
+            assert document["kind"] == "CustomResourceDefinition", path
+
+
+def test_crds_is_also_a_kustomization_of_exactly_the_crds() -> None:
+    """`kubectl apply -k crds/` works too: kustomize also reads a file named Kustomization."""
+    names = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+    (found,) = [CRDS / n for n in names if (CRDS / n).exists()]
+    body = yaml.safe_load(found.read_text())
+    assert body["kind"] == "Kustomization"
+    assert sorted(body["resources"]) == sorted(n.file_name for n in crdgen.KIND_NAMES.values())
+
+
+def test_check_mode_reports_a_stray_manifest(tmp_path: Path) -> None:
+    crdgen.write(tmp_path)
+    stray = tmp_path / "kustomization.yaml"
+    stray.write_text("kind: Kustomization\n")
+    assert crdgen.main(["--out", str(tmp_path), "--check"]) == 1
+    assert crdgen.differences(tmp_path) == [str(stray)]
+    (tmp_path / "notes.md").write_text("not read by kubectl")
+    stray.unlink()
+    assert crdgen.differences(tmp_path) == []
+
+
 def test_check_mode_reports_a_drifted_file(tmp_path: Path) -> None:
     crdgen.write(tmp_path)
     assert crdgen.main(["--out", str(tmp_path), "--check"]) == 0

@@ -1,8 +1,10 @@
-"""The kustomize bases: every manifest parses, references resolve, selectors match labels."""
+"""The kustomize bases: every manifest parses, references resolve, selectors match labels,
+and the install order works on a fresh cluster (CRDs first, Established, then the rest)."""
 
 from __future__ import annotations
 
 import functools
+import shlex
 import socket
 import subprocess
 import urllib.error
@@ -18,15 +20,27 @@ from headwater.server.config.loader import load
 from headwater.testing import ServerProcess
 from headwater_operator.config import parse_args
 from headwater_operator.crdgen import KIND_NAMES
+from support.fakekube import ApiError, FakeKubeThread
 from tests.operator.conftest import eventually, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "operator" / "deploy"
+DEPLOY_CRDS = DEPLOY / "crds"
+# The two steps of an install, in order: `kubectl apply -k` of each.
+INSTALL = (DEPLOY_CRDS, DEPLOY)
+# The names kustomize looks for in a folder (exactly one may be there).
+KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+
+
+def kustomization_file(folder: Path) -> Path:
+    found = [folder / name for name in KUSTOMIZATION_NAMES if (folder / name).exists()]
+    assert len(found) == 1, f"{folder}: {found}"
+    return found[0]
 
 
 def kustomization_files(folder: Path) -> Iterator[Path]:
     """Every manifest a kustomization folder pulls in, following folder references."""
-    body = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    body = yaml.safe_load(kustomization_file(folder).read_text())
     assert body["kind"] == "Kustomization"
     for entry in body["resources"]:
         target = (folder / entry).resolve()
@@ -34,18 +48,30 @@ def kustomization_files(folder: Path) -> Iterator[Path]:
         if target.is_dir():
             yield from kustomization_files(target)
         else:
+            # kustomize refuses files outside the folder's tree (a folder is fine).
+            assert target.is_relative_to(folder.resolve()), f"{folder}: {entry} is outside"
             yield target
 
 
-@functools.cache
-def documents() -> list[dict[str, Any]]:
-    """Parsed once (the CRDs are large); tests only read them."""
+def read_manifests(paths: Iterator[Path]) -> list[dict[str, Any]]:
     out = []
-    for path in kustomization_files(DEPLOY):
+    for path in paths:
         for document in yaml.safe_load_all(path.read_text()):
             if document:
                 out.append(document)
     return out
+
+
+@functools.cache
+def applied(folder: Path) -> list[dict[str, Any]]:
+    """What `kubectl apply -k folder` sends (before kustomize's transformers)."""
+    return read_manifests(kustomization_files(folder))
+
+
+def documents() -> list[dict[str, Any]]:
+    """Everything an install applies, both steps. Parsed once (the CRDs are large); tests
+    only read them."""
+    return [document for folder in INSTALL for document in applied(folder)]
 
 
 def by_kind(kind: str) -> list[dict[str, Any]]:
@@ -194,8 +220,101 @@ def test_operator_deployment_rbac_and_flags() -> None:
 
 @pytest.mark.parametrize("path", sorted(DEPLOY.rglob("*.yaml")), ids=lambda p: p.name)
 def test_every_yaml_file_is_in_a_kustomization(path: Path) -> None:
-    listed = set(kustomization_files(DEPLOY))
-    assert path.name == "kustomization.yaml" or path.resolve() in listed
+    listed = {file for folder in INSTALL for file in kustomization_files(folder)}
+    assert path.name in KUSTOMIZATION_NAMES or path.resolve() in listed
+
+
+def crd_names(documents: list[dict[str, Any]]) -> set[str]:
+    return {d["metadata"]["name"] for d in documents if d["kind"] == "CustomResourceDefinition"}
+
+
+def defined_kinds(documents: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """(group, kind) of every CRD among ``documents``."""
+    return {
+        (d["spec"]["group"], d["spec"]["names"]["kind"])
+        for d in documents
+        if d["kind"] == "CustomResourceDefinition"
+    }
+
+
+def test_crds_are_their_own_first_step() -> None:
+    """`kubectl apply -k operator/deploy/crds` holds every CRD (headwater.io and kopf's
+    peering), and nothing else; `kubectl apply -k operator/deploy` holds no CRD."""
+    crds = applied(DEPLOY_CRDS)
+    assert {d["kind"] for d in crds} == {"CustomResourceDefinition"}
+    expected = {f"{n.plural}.headwater.io" for n in KIND_NAMES.values()}
+    expected |= {"kopfpeerings.kopf.dev", "clusterkopfpeerings.kopf.dev"}
+    assert crd_names(crds) == expected
+    assert crd_names(applied(DEPLOY)) == set()
+
+
+def kustomization_folders() -> list[Path]:
+    folders = {
+        path.parent
+        for name in KUSTOMIZATION_NAMES
+        for path in [*REPO.glob(f"crds/{name}"), *DEPLOY.rglob(name)]
+    }
+    return sorted(folders)
+
+
+@pytest.mark.parametrize("folder", kustomization_folders(), ids=lambda p: str(p.relative_to(REPO)))
+def test_no_kustomization_applies_a_custom_object_with_its_crd(folder: Path) -> None:
+    """A custom object sent in the same `kubectl apply` as its CRD fails on a fresh cluster
+    (no mapping for the kind yet)."""
+    documents = read_manifests(kustomization_files(folder))
+    kinds = defined_kinds(documents)
+    together = [
+        f"{d['kind']} {d['metadata']['name']}"
+        for d in documents
+        if (str(d["apiVersion"]).split("/")[0], d["kind"]) in kinds
+    ]
+    assert together == [], folder
+
+
+def kubectl_commands(script: str) -> list[list[str]]:
+    """The script's kubectl commands, split as the shell would (continuations joined,
+    comment lines dropped)."""
+    commands = []
+    for line in script.replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        if words[:1] == ["kubectl"]:
+            commands.append(words)
+    return commands
+
+
+def test_kind_sh_applies_the_crds_waits_for_them_then_the_rest() -> None:
+    commands = kubectl_commands((DEPLOY / "kind.sh").read_text())
+
+    def folder(command: list[str]) -> Path:
+        return Path(command[command.index("-k") + 1].replace("$root", str(REPO))).resolve()
+
+    applies = [i for i, command in enumerate(commands) if command[1:2] == ["apply"]]
+    waits = [i for i, command in enumerate(commands) if command[1:2] == ["wait"]]
+    installs = [i for i in applies if "-k" in commands[i]]
+    assert [folder(commands[i]) for i in installs] == [DEPLOY_CRDS, DEPLOY], commands
+    between = [i for i in waits if installs[0] < i < installs[1]]
+    assert len(between) == 1, "one wait between the two applies"
+    wait = commands[between[0]]
+    assert "--for=condition=established" in [w.lower() for w in wait] or (
+        "--for" in wait and wait[wait.index("--for") + 1].lower() == "condition=established"
+    )
+    assert any(word.startswith("--timeout") for word in wait)
+    waited = {word.removeprefix("crd/") for word in wait if word.startswith("crd/")}
+    assert waited == crd_names(applied(DEPLOY_CRDS))
+
+
+def test_peering_object_is_refused_before_its_crd_and_accepted_after() -> None:
+    """The fake API server without kopf's peering types built in, like a fresh cluster."""
+    (peering,) = [d for d in applied(DEPLOY) if d["apiVersion"].startswith("kopf.dev/")]
+    with FakeKubeThread(kopf_peerings=False) as kube:
+        with pytest.raises(ApiError) as refused:
+            kube.api.create(peering)
+        assert refused.value.code == 404
+        for crd in applied(DEPLOY_CRDS):
+            kube.api.create(crd)
+        created = kube.api.create(peering)
+        assert created["metadata"]["name"] == "headwater-operator"
+        assert kube.api.get("kopf.dev/v1", "clusterkopfpeerings", "headwater-operator")
 
 
 def probe_status(url: str) -> int:

@@ -256,13 +256,13 @@ def test_conditions_keep_their_transition_time_until_the_status_changes() -> Non
 
 def test_flags_and_environment() -> None:
     config, rest = parse_args(
-        ["--nats-url", "nats://flag:4222", "--sync-interval", "5", "-A", "--peering=p"],
+        ["--nats-url", "nats://flag:4222", "--sync-interval", "5", "-A", "--peering=p", "-p", "3"],
         {"NATS_URL": "nats://env:4222", "NATS_TOKEN": "tok", "HEADWATER_METRICS_PORT": "9999"},
     )
     assert config.connection.servers == ("nats://flag:4222",)
     assert config.connection.token == "tok"
     assert config.sync_interval == 5.0 and config.metrics_port == 9999
-    assert rest == ["-A", "--peering=p"]
+    assert rest == ["-A", "--peering=p", "-p", "3"]
     assert (config.connection.nkey, config.connection.js_domain) == (None, None)
     flagged, _ = parse_args(
         ["--nkey", "/flag.nk", "--js-domain", "hub"],
@@ -276,6 +276,60 @@ def test_flags_and_environment() -> None:
     assert defaults.metrics_port is None and rest == []
     assert [defaults.backoff(n) for n in (0, 1, 3, 20)] == [1.0, 2.0, 8.0, 300.0]
     assert defaults.cluster_id == ""
+
+
+def derived_priority(kopf_args: list[str]) -> int | None:
+    """The value of the one ``--priority=N`` parse_args added, if any."""
+    added = [arg for arg in kopf_args if arg.startswith("--priority=")]
+    assert len(added) <= 1, kopf_args
+    return int(added[0].split("=", 1)[1]) if added else None
+
+
+def test_peering_without_priority_derives_one_from_the_pod_name() -> None:
+    """Two replicas of the Deployment (same args, same priority) would both pause in kopf's
+    peering; a priority hashed from the pod name sets them apart, stably."""
+    args = ["--all-namespaces", "--peering=headwater-operator"]
+    first_config, first = parse_args(args, {"POD_NAME": "headwater-operator-7d9c-abcde"})
+    _, second = parse_args(args, {"POD_NAME": "headwater-operator-7d9c-fghij"})
+    _, again = parse_args(args, {"POD_NAME": "headwater-operator-7d9c-abcde"})
+    one, other = derived_priority(first), derived_priority(second)
+    assert one is not None and other is not None and one != other
+    assert derived_priority(again) == one
+    assert first[: len(args)] == args
+    assert first_config.peering_priority == one
+    assert first_config.pod_name == "headwater-operator-7d9c-abcde"
+    assert str(one) in first_config.priority_note()
+    assert "headwater-operator-7d9c-abcde" in first_config.priority_note()
+    # Every spelling of --peering counts, and so does kopf's own environment variable.
+    for spelling in (["--peering", "x"], ["-P", "x"], ["-Px"]):
+        assert derived_priority(parse_args(spelling, {"POD_NAME": "a"})[1]) is not None
+    assert derived_priority(parse_args([], {"POD_NAME": "a", "KOPF_RUN_PEERING": "x"})[1])
+    # Without POD_NAME the host name (the pod's name in Kubernetes) is used.
+    assert derived_priority(parse_args(args, {"HOSTNAME": "pod-a"})[1]) == derived_priority(
+        parse_args(args, {"POD_NAME": "pod-a"})[1]
+    )
+
+
+def test_explicit_priority_standalone_and_no_peering_are_left_alone() -> None:
+    env = {"POD_NAME": "headwater-operator-1"}
+    for args in (
+        ["--peering=p", "--priority=7"],
+        ["--peering=p", "--priority", "7"],
+        ["-P", "p", "-p", "7"],
+        ["--peering=p", "-p7"],
+        ["--peering=p", "--standalone"],
+        ["--peering=p", "--dev"],  # kopf gives --dev its own priority
+        ["--standalone"],
+        ["-A"],
+        [],
+    ):
+        config, rest = parse_args(args, env)
+        assert rest == args, args
+        assert config.peering_priority is None and config.priority_note() == ""
+    _, rest = parse_args(["--peering=p"], {**env, "KOPF_RUN_PRIORITY": "5"})
+    assert rest == ["--peering=p"]
+    _, rest = parse_args(["--peering=p"], {**env, "KOPF_RUN_STANDALONE": "true"})
+    assert rest == ["--peering=p"]
 
 
 def test_cluster_id_flag_and_environment() -> None:

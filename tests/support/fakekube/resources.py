@@ -65,7 +65,10 @@ BUILTINS: tuple[ResourceType, ...] = (
         status_subresource=True,
         generational=True,
     ),
-    # kopf's peering objects, so that an operator can also be tested without --standalone.
+)
+# kopf's peering objects, so that an operator can also be tested without --standalone. A real
+# cluster serves them only once their CRDs are applied: ``Registry(kopf_peerings=False)``.
+KOPF_PEERINGS: tuple[ResourceType, ...] = (
     ResourceType("kopf.dev", "v1", "kopfpeerings", "KopfPeering", "kopfpeering", True),
     ResourceType(
         "kopf.dev", "v1", "clusterkopfpeerings", "ClusterKopfPeering", "clusterkopfpeering", False
@@ -129,11 +132,11 @@ def types_from_crd(crd: dict[str, Any]) -> list[ResourceType]:
 class Registry:
     """The served resource types, by group/version and plural."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, kopf_peerings: bool = True) -> None:
         self._types: dict[tuple[str, str, str], ResourceType] = {}
         # Which CRD (by name) brought which types, so deleting the CRD removes exactly those.
         self._by_crd: dict[str, list[ResourceType]] = {}
-        for builtin in BUILTINS:
+        for builtin in BUILTINS + (KOPF_PEERINGS if kopf_peerings else ()):
             self._types[builtin.key] = builtin
 
     def __iter__(self) -> Iterator[ResourceType]:

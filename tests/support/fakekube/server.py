@@ -54,9 +54,11 @@ class FakeKube:
         token: str | None = DEFAULT_TOKEN,
         history_limit: int = 1000,
         bookmark_interval: float = 5.0,
+        kopf_peerings: bool = True,
     ) -> None:
         self.token = token
-        self.store = Store(Registry(), history_limit=history_limit)
+        # kopf_peerings=False: kopf's peering kinds are served only once their CRDs exist.
+        self.store = Store(Registry(kopf_peerings=kopf_peerings), history_limit=history_limit)
         self.api = Inspector(self.store)
         # Every request as "METHOD /path?query" (PATCH adds "[content type]"), newest last.
         self.requests: deque[str] = deque(maxlen=2000)
