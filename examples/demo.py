@@ -51,17 +51,22 @@ async def core_demo(url: str) -> None:
     await nc.drain()
 
 
+OWNER = "demo"
+"""Who this demo is: what it creates carries headwater.io/managed-by: demo (docs/CONTROL.md)."""
+
+
 async def gitops_demo(url: str) -> None:
     """The seeds' ORDERS setup kept as YAML (examples/orders/): plan, apply, plan again."""
     resources = load_documents([ORDERS_YAML])
     nc = await nats.connect(url)
-    plan, _ = await plan_resources(nc, resources)
+    plan, _ = await plan_resources(nc, resources, owner=OWNER)
+    print(render.owner_line(plan))
     print(render.summary_line(plan))
     for change in plan.changes:
         print(f"  {change.action.value} {change.key}")
-    _, report = await apply_resources(nc, resources)
+    _, report = await apply_resources(nc, resources, owner=OWNER)
     print(render.report_summary(report))
-    again, _ = await plan_resources(nc, resources)
+    again, _ = await plan_resources(nc, resources, owner=OWNER)
     print("plan after apply:", render.summary_line(again))
     await nc.drain()
 
@@ -93,7 +98,7 @@ async def backup_demo(url: str, directory: Path) -> None:
     result = await backup_stream(nc, "ORDERS", directory / "ORDERS")
     print(f"backup: {result.messages} messages, {result.archive_bytes} bytes of archive")
     await js.delete_stream("ORDERS")
-    drift, _ = await plan_resources(nc, load_documents([ORDERS_YAML]))
+    drift, _ = await plan_resources(nc, load_documents([ORDERS_YAML]), owner=OWNER)
     print("after deleting ORDERS by hand, plan shows drift:", render.summary_line(drift))
     await restore_stream(nc, directory / "ORDERS", verify=True)
     state = (await js.stream_info("ORDERS")).state
