@@ -27,7 +27,7 @@ SCRIPT: list[tuple[str, ...]] = [
      "--max-bytes=-1", "--max-age=1y", "--storage", "file", "--retention", "limits",
      "--max-msg-size=-1", "--discard=old"),
     ("consumer", "add", "ORDERS", "NEW", "--filter", "ORDERS.received", "--ack", "explicit",
-     "--pull", "--deliver", "all", "--max-deliver=-1", "--sample", "100"),
+     "--pull", "--deliver", "all", "--max-deliver", "20", "--sample", "100"),
     ("consumer", "add", "ORDERS", "MONITOR", "--filter", "", "--ack", "none", "--target",
      "monitor.ORDERS", "--deliver", "last", "--replay", "instant"),
     ("pub", "ORDERS.received", "order {{Count}}", "--count", "3", "-J"),

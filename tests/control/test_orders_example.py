@@ -69,7 +69,7 @@ def test_orders_plan_apply_plan(clean_server: ServerProcess, tmp_path: Path) -> 
         assert stream["config"]["max_age"] == 365 * 24 * 3600 * 10**9
         new = await api.request(nc, "CONSUMER.INFO.ORDERS.NEW")
         assert new["config"]["filter_subject"] == "ORDERS.received"
-        assert new["config"]["sample_freq"] == "100"
+        assert new["config"]["sample_freq"] == "100%"
         monitor = await api.request(nc, "CONSUMER.INFO.ORDERS.MONITOR")
         assert monitor["config"]["deliver_subject"] == "monitor.ORDERS"
         assert monitor["config"]["deliver_policy"] == "last"

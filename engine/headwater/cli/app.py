@@ -6,6 +6,7 @@ module per command family). Errors are reported in one place, :class:`RootGroup`
 
 from __future__ import annotations
 
+import os
 from typing import Any, NoReturn
 
 import typer
@@ -17,11 +18,13 @@ from headwater.cli import (
     account,
     backup,
     consumer,
+    contextcmd,
     exitcodes,
     gitops,
     kv,
     messaging,
     output,
+    savedcontext,
     stream,
     terraform,
     verify,
@@ -95,6 +98,7 @@ GROUPS = (
     ("consumer", consumer),
     ("kv", kv),
     ("account", account),
+    ("context", contextcmd),
     ("terraform", terraform),
 )
 #: Modules that add commands to those groups' apps when imported (``stream backup`` ...).
@@ -139,6 +143,12 @@ def root(
         "--js-domain",
         help="JetStream domain: the API is $JS.<domain>.API. Default: $NATS_JS_DOMAIN.",
     ),
+    context: str | None = typer.Option(
+        None,
+        "--context",
+        envvar="NATS_CONTEXT",
+        help="Saved context (natscli's) to connect with. Default: the selected one.",
+    ),
     timeout: str = typer.Option(
         "5s", "--timeout", help="How long to wait for the server: 2s, 500ms, or seconds."
     ),
@@ -152,8 +162,20 @@ def root(
     ),
 ) -> None:
     seconds = _seconds(timeout)
+    # ``context`` commands manage the files: a broken selected context must not stop them.
+    if ctx.invoked_subcommand == "context":
+        if context and ctx.get_parameter_source("context").name == "COMMANDLINE":
+            raise typer.BadParameter(
+                "the context commands take the context's name as an argument",
+                param_hint="--context",
+            )
+        saved: dict[str, object] = {}
+    else:
+        saved = _saved_context(context)
+    env, tls = _context_env(saved)
     try:
         settings = ConnectionSettings.from_env(
+            env,
             servers=server,
             credentials=creds,
             user=user,
@@ -161,15 +183,43 @@ def root(
             token=token,
             nkey=nkey,
             js_domain=js_domain,
-            tls_cert=tlscert,
-            tls_key=tlskey,
-            tls_ca=tlsca,
-            tls_first=tlsfirst,
+            tls_cert=tlscert or tls.get("cert"),
+            tls_key=tlskey or tls.get("key"),
+            tls_ca=tlsca or tls.get("ca"),
+            tls_first=tlsfirst or bool(tls.get("tls_first")),
             connect_timeout=seconds,
         )
     except ValidationError as error:
         raise _bad_parameter(error) from None
     ctx.obj = CliContext(settings=settings, json_output=json_output)
+
+
+def _saved_context(name: str | None) -> dict[str, object]:
+    """The connection fields of ``--context NAME`` (or ``$NATS_CONTEXT``), else of the
+    selected context, else none. Errors are the one ``Error:`` line, as any other."""
+    name = name or savedcontext.selected()
+    if not name:
+        return {}
+    try:
+        return savedcontext.connection_values(name, savedcontext.load(name))
+    except CliError as error:
+        output.error_console().print(f"Error: {error}", markup=False)
+        raise typer.Exit(exitcodes.ERROR) from None
+
+
+def _context_env(saved: dict[str, object]) -> tuple[dict[str, str], dict[str, object]]:
+    """The environment with the context's values under the variables they stand for, where
+    the variable is not set: flags beat variables beat the context (natscli's order, whose
+    variables are flag defaults). TLS fields, which have no variable, come back apart."""
+    env = dict(os.environ)
+    tls: dict[str, object] = {}
+    for field, value in saved.items():
+        variable = savedcontext.CONNECTION_FIELDS[field]
+        if variable is None:
+            tls[field] = value
+        elif not env.get(variable):
+            env[variable] = str(value)
+    return env, tls
 
 
 #: The flag (and variable) behind each connection setting, to name it in an error.

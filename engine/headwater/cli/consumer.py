@@ -1,4 +1,4 @@
-"""``headwater consumer``: add, ls, info, edit, rm, next and sub, as ``nats consumer``."""
+"""``headwater consumer``: add, ls, report, info, edit, rm, next and sub, as ``nats consumer``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import typer
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from headwater.cli import configfile, messages, options, output, prompts, views
+from headwater.cli import configfile, messages, options, output, prompts, reports, views
 from headwater.cli.consumerconfig import ADD_DEFAULTS, ConsumerFlags, merged
 from headwater.cli.context import current
 from headwater.cli.errors import CliError
@@ -88,6 +88,32 @@ def ls(
     else:
         columns = ("Name", "Mode", "Filter", "Ack", "Unprocessed", "Ack Pending")
         output.table(f"Consumers of {chosen}", columns, views.consumer_rows(found))
+
+
+@app.command("report")
+def report(
+    ctx: typer.Context,
+    stream: StreamArg = None,
+    raw: Annotated[bool, typer.Option("--raw", "-r", help="Numbers unformatted.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """A stream's consumers and their progress, as natscli's ``nats consumer report``."""
+    cli = current(ctx)
+
+    async def body(api: JetStreamApi) -> tuple[str, Json, list[Any]]:
+        chosen = await pick_stream(api, stream)
+        state = (await api.stream_info(chosen)).get("state") or {}
+        return chosen, state, await api.consumer_list(chosen)
+
+    chosen, state, found = cli.api(body)
+    rows = [reports.consumer_row(info) for info in found]
+    if cli.wants_json(as_json):
+        output.emit_json({"stream": chosen, "consumers": rows})
+        return
+    messages = int(state.get("messages", 0))
+    title = f"Consumer report for {chosen} with {output.count(len(rows))} consumers"
+    cells = [reports.consumer_cells(row, messages, raw) for row in rows]
+    output.table(title, reports.CONSUMER_COLUMNS, cells)
 
 
 async def _pick(api: JetStreamApi, stream: str | None, name: str | None) -> tuple[str, str]:

@@ -1,4 +1,4 @@
-"""``headwater stream``: add, ls, info, edit, rm, purge, rmm, get and cp, as ``nats stream``."""
+"""``headwater stream``: add, ls, report, info, edit, rm, purge, rmm, get and cp, as natscli."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from headwater.cli import configfile, messages, output, prompts, streamcopy, views
+from headwater.cli import configfile, messages, output, prompts, reports, streamcopy, views
 from headwater.cli.context import current
 from headwater.cli.errors import CliError
 from headwater.cli.flaggroup import flag_group
@@ -25,6 +25,19 @@ JsonOpt = Annotated[bool, typer.Option("--json", "-j", help="Print the server's 
 # Long only: -f is --file in every command (the GitOps ones), so it never skips a question.
 Force = Annotated[bool, typer.Option("--force", help="Do not ask for confirmation.")]
 StreamArg = Annotated[str | None, typer.Argument(help="Stream name.", show_default=False)]
+ShowAll = Annotated[
+    bool,
+    typer.Option("--all", "-a", help="Include system streams (KV buckets, object stores, MQTT)."),
+]
+
+#: Streams the server's own features keep (KV buckets, object stores, MQTT state). natscli
+#: (jsm.go's IsInternalStream) leaves them out of ``stream ls`` unless ``--all``: they are
+#: managed through ``kv``, not as streams, and would crowd out the ones people created.
+SYSTEM_PREFIXES = ("KV_", "OBJ_", "$MQTT_")
+
+
+def is_system_stream(name: str) -> bool:
+    return name.startswith(SYSTEM_PREFIXES)
 
 
 async def pick_stream(api: JetStreamApi, name: str | None) -> str:
@@ -73,9 +86,12 @@ def ls(
         str | None, typer.Option("--subject", help="Only streams storing this subject.")
     ] = None,
     names: Annotated[bool, typer.Option("--names", "-n", help="Only the names.")] = False,
+    show_all: ShowAll = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """List streams (with --json: the server's stream infos, or names with --names)."""
+    """List streams (with --json: the server's stream infos, or names with --names).
+
+    System streams are left out unless --all; --names lists every stream, as natscli's."""
     cli = current(ctx)
     if names:
         found = cli.api(lambda api: api.stream_names(subject))
@@ -85,14 +101,58 @@ def ls(
             for stream in found:
                 output.say(stream)
         return
-    infos = cli.api(lambda api: api.stream_list(subject))
+    every = cli.api(lambda api: api.stream_list(subject))
+    infos = [i for i in every if show_all or not is_system_stream(i["config"]["name"])]
     if cli.wants_json(as_json):
         output.emit_json(infos)
+    elif not infos and every:
+        output.say("No streams defined, pass -a to include system streams")
     elif not infos:
         output.say("No streams defined")
     else:
         columns = ("Name", "Subjects", "Messages", "Size", "Consumers")
         output.table("Streams", columns, views.stream_rows(infos))
+
+
+@app.command("report")
+def report(
+    ctx: typer.Context,
+    subject: Annotated[
+        str | None, typer.Option("--subject", help="Only streams storing this subject.")
+    ] = None,
+    by_consumers: Annotated[
+        bool, typer.Option("--consumers", "-o", help="Sort by number of consumers.")
+    ] = False,
+    by_messages: Annotated[
+        bool, typer.Option("--messages", "-m", help="Sort by number of messages.")
+    ] = False,
+    by_name: Annotated[bool, typer.Option("--name", "-n", help="Sort by stream name.")] = False,
+    by_storage: Annotated[bool, typer.Option("--storage", "-t", help="Sort by storage.")] = False,
+    raw: Annotated[bool, typer.Option("--raw", "-r", help="Numbers unformatted.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Statistics of every stream, as natscli's ``nats stream report`` (sorted by bytes).
+
+    System streams are included, as in natscli's report."""
+    cli = current(ctx)
+    rows = [reports.stream_row(i) for i in cli.api(lambda api: api.stream_list(subject))]
+    # natscli's precedence when several sort flags are given
+    wanted = [("consumers", by_consumers), ("messages", by_messages), ("name", by_name)]
+    wanted.append(("storage", by_storage))
+    key = next((name for name, given in wanted if given), "bytes")
+    rows.sort(key=reports.STREAM_SORTS[key])
+    if cli.wants_json(as_json):
+        output.emit_json(rows)
+        return
+    if not rows:
+        output.say("No streams defined")
+        return
+    cells = [reports.stream_cells(row, raw) for row in rows]
+    columns = list(reports.STREAM_COLUMNS)
+    if not any(row["placement"] for row in rows):  # room for the rest at 80 columns
+        columns.pop(2)
+        cells = [cell[:2] + cell[3:] for cell in cells]
+    output.table("Stream Report", columns, cells)
 
 
 @app.command("info")
