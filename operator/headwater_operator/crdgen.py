@@ -66,6 +66,12 @@ _READY = _column("Ready", '.status.conditions[?(@.type=="Ready")].status')
 _IN_SYNC = _column("InSync", '.status.conditions[?(@.type=="InSync")].status')
 _REASON = _column("Reason", '.status.conditions[?(@.type=="InSync")].reason', priority=1)
 _STREAM = _column("Stream", ".status.stream")
+_BUCKET = _column("Bucket", ".status.bucket")
+# Storage, replicas and filters are read from status, which the operator writes from the
+# server: a field with two spellings (replicas, num_replicas) has no one spec path to show,
+# and the server's value is the one that is true (InSync says whether the spec agrees).
+_STORAGE = _column("Storage", ".status.storage")
+_REPLICAS = _column("Replicas", ".status.replicas", "integer")
 _MESSAGES = _column("Messages", ".status.messages", "integer")
 _BYTES = _column("Bytes", ".status.bytes", "integer", priority=1)
 _AGE = _column("Age", ".metadata.creationTimestamp", "date")
@@ -80,6 +86,8 @@ KIND_NAMES: Mapping[str, KindNames] = {
             _IN_SYNC,
             _STREAM,
             _column("Subjects", ".spec.subjects"),
+            _STORAGE,
+            _REPLICAS,
             _MESSAGES,
             _BYTES,
             _REASON,
@@ -96,7 +104,9 @@ KIND_NAMES: Mapping[str, KindNames] = {
             _IN_SYNC,
             _STREAM,
             _column("Consumer", ".status.consumer"),
-            _column("Subjects", ".spec.filterSubject"),
+            # filter_subject and filter_subjects, as one list (the server's).
+            _column("Filter", ".status.filterSubjects"),
+            _column("AckPolicy", ".status.ackPolicy", priority=1),
             _column("Pending", ".status.numPending", "integer"),
             _column("AckPending", ".status.numAckPending", "integer", priority=1),
             _REASON,
@@ -111,9 +121,12 @@ KIND_NAMES: Mapping[str, KindNames] = {
         (
             _READY,
             _IN_SYNC,
-            _STREAM,
-            _column("Messages", ".status.messages", "integer"),
+            _BUCKET,
+            _STORAGE,
+            _REPLICAS,
+            _column("Values", ".status.messages", "integer"),
             _BYTES,
+            _column("Stream", ".status.stream", priority=1),
             _REASON,
             _AGE,
         ),
@@ -123,7 +136,17 @@ KIND_NAMES: Mapping[str, KindNames] = {
         "ObjectStore",
         "objectstores",
         ("hwobj",),
-        (_READY, _IN_SYNC, _STREAM, _MESSAGES, _BYTES, _REASON, _AGE),
+        (
+            _READY,
+            _IN_SYNC,
+            _BUCKET,
+            _STORAGE,
+            _REPLICAS,
+            _column("Bytes", ".status.bytes", "integer"),
+            _column("Stream", ".status.stream", priority=1),
+            _REASON,
+            _AGE,
+        ),
         "An object store bucket (stream OBJ_<bucket>), reconciled by the Headwater operator.",
     ),
     "StreamTemplate": KindNames(
@@ -169,6 +192,13 @@ def status_schema() -> dict[str, Any]:
             "stream": {"type": "string", "description": "The stream on the server."},
             "consumer": {"type": "string"},
             "bucket": {"type": "string"},
+            "storage": {"type": "string", "description": "The stream's storage on the server."},
+            "replicas": {**integer, "description": "The stream's replicas on the server."},
+            "filterSubjects": {
+                "description": "The consumer's filter subjects on the server (either field).",
+                **strings,
+            },
+            "ackPolicy": {"type": "string"},
             "messages": integer,
             "bytes": integer,
             "firstSeq": integer,

@@ -5,7 +5,8 @@ this turns pydantic's JSON schema into what the API server accepts: ``$ref`` inl
 ``anyOf [T, null]`` as ``nullable``, ``anyOf [integer, string]`` as
 ``x-kubernetes-int-or-string``, free-form maps as ``x-kubernetes-preserve-unknown-fields``, no
 ``additionalProperties: false`` (the API server prunes unknown fields instead), enums that
-include NACK's spellings of values, and defaults on one spelling of each field only.
+include NACK's spellings of values, defaults on one spelling of each field only, and patterns
+on the fields that take units (``unitpatterns``: the models' schemas have none).
 
 A few checks live in model validators rather than in the JSON schema (asset names, a bucket's
 storage); ``EXTRA_CONSTRAINTS`` states them for the API server, and tests hold them to the
@@ -20,6 +21,7 @@ from typing import Any
 from headwater.control.models import KINDS, json_schema
 from headwater.control.models.base import SpecModel
 from headwater_operator.spellings import all_models, spellings
+from headwater_operator.unitpatterns import pattern_for
 
 Schema = dict[str, Any]
 
@@ -132,6 +134,9 @@ class _Converter:
             raise SchemaError(f"anyOf with {types} has no structural form")
         if "description" in node:
             out["description"] = node["description"]
+        pattern = pattern_for(out)
+        if pattern is not None:
+            out["pattern"] = pattern  # a unit's strings; integers are the models' to check
         if nullable:
             out["nullable"] = True
         return out

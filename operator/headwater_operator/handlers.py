@@ -43,10 +43,11 @@ from headwater_operator.connection import (
 from headwater_operator.live import figures, read_resource, stream_of
 from headwater_operator.metrics import Metrics
 from headwater_operator.ownership import owner_of
-from headwater_operator.reconcile import Condition, Event, Mode, Outcome, reconcile
+from headwater_operator.reconcile import WAITING, Condition, Event, Mode, Outcome, reconcile
 from headwater_operator.resources import parse_body
 from headwater_operator.restore import BACKUP_INVALID, reconcile_with_restore, wants_restore
 from headwater_operator.status import clip, condition, merge_conditions, now, same_condition
+from headwater_operator.waits import ExpectedWaits
 
 FINALIZER = f"{GROUP}/finalizer"
 ANNOTATION_PREFIX = f"kopf.{GROUP}"
@@ -83,6 +84,7 @@ class Operator:
         self.metrics = Metrics()
         self.metrics_port: int | None = None
         self._locks: dict[str, asyncio.Lock] = {}
+        self.waits = ExpectedWaits()
 
     # -- registration ---------------------------------------------------------------------
 
@@ -136,6 +138,7 @@ class Operator:
             prefix=ANNOTATION_PREFIX, key="last-handled-configuration"
         )
         settings.posting.level = logging.INFO
+        self.waits.install()
         if self.config.watch_timeout is not None:
             settings.watching.server_timeout = self.config.watch_timeout
         if self.config.metrics_port is not None:
@@ -145,6 +148,7 @@ class Operator:
             logger.info("metrics on %s:%d/metrics", self.config.metrics_host, self.metrics_port)
 
     async def cleanup(self, **_: Any) -> None:
+        self.waits.uninstall()
         await self.pool.close()
         self.metrics.stop()
         self.files.cleanup()
@@ -191,12 +195,11 @@ class Operator:
         if outcome.action == "invalid":
             raise kopf.PermanentError(outcome.in_sync.message)
         if outcome.retry:
-            delay = (
-                self.config.wait_delay
-                if outcome.action == "waiting"
-                else self.config.backoff(retry)
-            )
-            raise kopf.TemporaryError(outcome.in_sync.message, delay=delay)
+            if outcome.action != "waiting":
+                raise kopf.TemporaryError(outcome.in_sync.message, delay=self.config.backoff(retry))
+            if outcome.in_sync.reason == WAITING:
+                self._expect_wait(body, outcome.in_sync.message)  # ordering, not an error
+            raise kopf.TemporaryError(outcome.in_sync.message, delay=self.config.wait_delay)
 
     async def on_sync(
         self,
@@ -266,6 +269,7 @@ class Operator:
                     "to be deleted first"
                 )
                 self._post(body, Event("Normal", "DeleteWaiting", message))
+                self._expect_wait(body, message)
                 raise kopf.TemporaryError(message, delay=self.config.wait_delay)
         owner = self.owner(body)
         async with self._lock(body):
@@ -406,6 +410,11 @@ class Operator:
         if index is None:
             return []
         return [str(name) for name in index.get((namespace, stream), [])]
+
+    def _expect_wait(self, body: kopf.Body, message: str) -> None:
+        """Announce the TemporaryError about to be raised as a wait, so that kopf's record of
+        it is INFO (``waits``); the handler's own Event already reports it."""
+        self.waits.expect(str(body.get("metadata", {}).get("uid")), message)
 
     def _lock(self, body: kopf.Body) -> asyncio.Lock:
         uid = str(body.get("metadata", {}).get("uid"))

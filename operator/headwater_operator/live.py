@@ -100,7 +100,8 @@ async def _read_template(
 
 
 def figures(read: LiveRead, spec: ResourceSpec) -> dict[str, Any]:
-    """Status fields from the INFO replies: messages, bytes, sequences, pending counts."""
+    """Status fields from the INFO replies: messages, bytes, sequences, pending counts, and
+    the config values the printer columns show (storage, replicas, filters, ack policy)."""
     out: dict[str, Any] = {}
     if isinstance(spec, StreamTemplate):
         streams = sorted((read.template_info or {}).get("streams") or [])
@@ -109,7 +110,11 @@ def figures(read: LiveRead, spec: ResourceSpec) -> dict[str, Any]:
     if isinstance(spec, Consumer):
         out["consumer"] = spec.server_name
         info = read.consumer_info or {}
+        config = info.get("config") or {}
+        single = config.get("filter_subject")
         out |= {
+            "filterSubjects": [single] if single else list(config.get("filter_subjects") or []),
+            "ackPolicy": str(config.get("ack_policy", "")),
             "numPending": int(info.get("num_pending", 0)),
             "numAckPending": int(info.get("num_ack_pending", 0)),
             "numRedelivered": int(info.get("num_redelivered", 0)),
@@ -121,7 +126,10 @@ def figures(read: LiveRead, spec: ResourceSpec) -> dict[str, Any]:
     if spec.KIND in ("KeyValue", "ObjectStore"):
         out["bucket"] = spec.server_name
     state = (read.stream_info or {}).get("state") or {}
+    config = (read.stream_info or {}).get("config") or {}
     out |= {
+        "storage": str(config.get("storage", "")),
+        "replicas": int(config.get("num_replicas", 0)),
         "messages": int(state.get("messages", 0)),
         "bytes": int(state.get("bytes", 0)),
         "firstSeq": int(state.get("first_seq", 0)),

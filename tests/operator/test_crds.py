@@ -289,3 +289,44 @@ def test_broken_specs_are_rejected(
     assert failure.value.code == 422
     assert field in str(failure.value)
     assert kube.api.get("headwater.io/v1", PLURALS[kind], "broken") is None
+
+
+def _columns(kind: str) -> dict[str, dict[str, Any]]:
+    (document,) = [
+        d for d in crd_documents() if d.get("spec", {}).get("names", {}).get("kind") == kind
+    ]
+    (version,) = document["spec"]["versions"]
+    return {column["name"]: column for column in version["additionalPrinterColumns"]}
+
+
+def test_printer_columns_show_what_kubectl_get_needs() -> None:
+    """NACK shows a stream's subjects and a consumer's stream and ack policy; ours add the
+    conditions and the server's figures, and read spelling-dependent values from status (which
+    the operator writes from the server), not from one spelling of the spec."""
+    stream = _columns("Stream")
+    assert list(stream)[:2] == ["Ready", "InSync"] and list(stream)[-1] == "Age"
+    assert {"Subjects", "Storage", "Replicas", "Messages"} <= set(stream)
+    assert stream["Storage"]["jsonPath"] == ".status.storage"
+    assert stream["Replicas"]["jsonPath"] == ".status.replicas"
+    consumer = _columns("Consumer")
+    # One column for both filterSubject and filterSubjects, named for what it shows.
+    assert "Subjects" not in consumer
+    assert consumer["Filter"]["jsonPath"] == ".status.filterSubjects"
+    assert consumer["AckPolicy"]["jsonPath"] == ".status.ackPolicy"
+    for kind in ("KeyValue", "ObjectStore"):
+        assert {"Bucket", "Storage"} <= set(_columns(kind)), kind
+
+
+def test_printer_columns_name_declared_fields() -> None:
+    for document in crd_documents():
+        if "spec" not in document:
+            continue
+        (version,) = document["spec"]["versions"]
+        schema = version["schema"]["openAPIV3Schema"]["properties"]
+        for column in version["additionalPrinterColumns"]:
+            match = re.fullmatch(r"\.(spec|status)\.(\w+)(\[.*\])?(\.\w+)?", column["jsonPath"])
+            if match is None:
+                assert column["jsonPath"] == ".metadata.creationTimestamp", column
+                continue
+            part, field = match.group(1), match.group(2)
+            assert field in schema[part]["properties"], (document["metadata"]["name"], column)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import shlex
+import shutil
 import socket
 import subprocess
 import urllib.error
@@ -369,3 +370,33 @@ def test_engine_config_probes_and_pre_stop_on_a_real_server(tmp_path: Path) -> N
         client.close()
     finally:
         server.cleanup()
+
+
+BACKUPS_OVERLAY = REPO / "examples" / "operator-backups"
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs kubectl (kustomize)")
+def test_backups_overlay_mounts_a_volume_where_the_docs_say() -> None:
+    """docs/OPERATOR.md sends ``restore.from`` to /backups: the overlay it shows must render
+    (kustomize, offline) to the operator Deployment with that volume, read-only."""
+    rendered = subprocess.run(
+        ["kubectl", "kustomize", str(BACKUPS_OVERLAY)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    documents = [d for d in yaml.safe_load_all(rendered) if d]
+    (deployment,) = [d for d in documents if d["kind"] == "Deployment"]
+    (claim,) = [d for d in documents if d["kind"] == "PersistentVolumeClaim"]
+    assert claim["metadata"]["namespace"] == "headwater"
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert mounts["/backups"]["readOnly"] is True
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    backups = volumes[mounts["/backups"]["name"]]["persistentVolumeClaim"]
+    assert backups["claimName"] == claim["metadata"]["name"]
+    assert "/var/cache/headwater-operator" in mounts  # the base's mounts are kept
+    docs = (REPO / "docs" / "OPERATOR.md").read_text(encoding="utf-8")
+    assert "examples/operator-backups" in docs and "from: /backups/" in docs

@@ -67,11 +67,15 @@ def test_destructive_change_is_refused_until_annotated(cluster: Cluster) -> None
         )
     )
     assert refused["status"] == "False"
-    assert "allow-replace" in refused["message"]
+    # The way to allow it here is the annotation; the CLI's --allow-replace means nothing.
+    assert 'annotation headwater.io/allow-replace: "true"' in refused["message"]
+    assert "--allow-replace" not in refused["message"]
     assert "storage" in refused["message"]
     assert ready(cluster, "streams", "orders")  # the old stream still serves
     assert (stream_info(cluster.server, "ORDERS") or {})["config"]["storage"] == "file"
-    assert cluster.events("orders", "ReplaceRefused")
+    (event,) = cluster.events("orders", "ReplaceRefused")
+    assert "--allow-replace" not in event["message"]
+    assert 'headwater.io/allow-replace: "true"' in event["message"]
 
     cluster.patch(
         "streams",
