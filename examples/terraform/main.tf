@@ -28,6 +28,8 @@ provider "headwater" {
   # owner     = "terraform:prod" # headwater.io/managed-by of what it manages; default "terraform"
   # js_domain = "hub"            # JetStream domain ($JS.hub.API); default NATS_JS_DOMAIN
   # nkey      = "/path/user.nk"  # nkey user seed file; default NATS_NKEY
+  # credential_data = data.x.creds  # a .creds file's content (sensitive), not with credentials
+  # tls { ca_file = "ca.pem" }     # terraform-provider-jetstream's TLS block; or tls_ca = ...
 }
 
 resource "headwater_stream" "orders" {
@@ -49,7 +51,7 @@ resource "headwater_consumer" "new" {
   ack_policy     = "explicit"
   deliver_policy = "all"
   max_deliver    = 20
-  sample_freq    = "100"
+  sample_freq    = "100%"
 
   # A replaced stream loses its consumers: re-create this one with it.
   lifecycle {
@@ -64,7 +66,7 @@ resource "headwater_consumer" "dispatch" {
   ack_policy     = "explicit"
   deliver_policy = "all"
   max_deliver    = 20
-  sample_freq    = "100"
+  sample_freq    = "100%"
 
   lifecycle {
     replace_triggered_by = [headwater_stream.orders.created]

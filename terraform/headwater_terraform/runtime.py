@@ -1,4 +1,4 @@
-"""One asyncio loop in a background thread, and one nats-py connection per server settings.
+"""One asyncio loop in a background thread, and one nats-py connection per provider connection.
 
 Terraform calls the provider from a pool of gRPC threads (up to 10 operations at once);
 nats-py is asyncio. Every call hands a coroutine to the one loop, which owns the connections,
@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from nats.aio.client import Client
 
-from headwater.control.connection import ConnectionSettings
+from headwater_terraform.connection import Connection
 
 T = TypeVar("T")
 
@@ -30,35 +30,35 @@ class Runtime:
             target=self._loop.run_forever, name="headwater-nats", daemon=True
         )
         self._thread.start()
-        self._clients: dict[ConnectionSettings, Client] = {}
-        self._connecting: dict[ConnectionSettings, asyncio.Lock] = {}
+        self._clients: dict[Connection, Client] = {}
+        self._connecting: dict[Connection, asyncio.Lock] = {}
 
     def run(
         self,
-        settings: ConnectionSettings,
+        connection: Connection,
         body: Callable[[Client], Awaitable[T]],
         timeout: float = CALL_TIMEOUT,
     ) -> T:
-        """Run ``body(nc)`` on the loop with a connection for ``settings``; blocks the caller."""
+        """Run ``body(nc)`` on the loop with a connection for ``connection``; blocks the caller."""
 
         async def call() -> T:
-            nc = await self._client(settings)
+            nc = await self._client(connection)
             return await body(nc)
 
         future = asyncio.run_coroutine_threadsafe(call(), self._loop)
         return future.result(timeout)
 
-    async def _client(self, settings: ConnectionSettings) -> Client:
-        lock = self._connecting.setdefault(settings, asyncio.Lock())
+    async def _client(self, connection: Connection) -> Client:
+        lock = self._connecting.setdefault(connection, asyncio.Lock())
         async with lock:
-            nc = self._clients.get(settings)
+            nc = self._clients.get(connection)
             if nc is not None and nc.is_connected:
                 return nc
             if nc is not None:
                 # The server went away (a test restarts it, or it was redeployed): start over.
                 await _close_quietly(nc)
-            nc = await settings.connect(name="headwater-terraform")
-            self._clients[settings] = nc
+            nc = await connection.connect("headwater-terraform")
+            self._clients[connection] = nc
             return nc
 
     def close(self) -> None:

@@ -171,6 +171,7 @@ def test_provider_schema(tf: Terraform) -> None:
     assert {name for name, item in attributes.items() if item.get("sensitive")} == {
         "password",
         "token",
+        "credential_data",  # a .creds file's content (test_credentials.py)
     }
 
 
