@@ -10,9 +10,10 @@ operator read files), so the contents live here: the creds go to nats-py as
 certificate only from files, so those two contents are written to a private temporary
 directory (mode 0700) for the load and removed right after.
 
-``creds_problem`` checks a ``.creds`` content before nats-py sees it: nats-py looks for the
-JWT by reading lines until it finds the armour line, forever when there is none, which would
-spin the provider's one event loop and hang every operation after it.
+``creds_problem`` checks a ``.creds`` content before nats-py sees it (the control plane's
+check, which ``credentials`` paths get too): nats-py looks for the JWT by reading lines until
+it finds the armour line, forever when there is none, which would spin the provider's one
+event loop and hang every operation after it.
 """
 
 from __future__ import annotations
@@ -24,20 +25,13 @@ from pathlib import Path
 
 from nats.aio.client import Client, RawCredentials
 
+from headwater.control import connection
 from headwater.control.connection import ConnectionSettings
-
-#: The armour lines a .creds file must have, each followed by its (non-empty) value line.
-CREDS_BLOCKS = ("BEGIN NATS USER JWT", "BEGIN USER NKEY SEED")
 
 
 def creds_problem(content: str) -> str | None:
     """Why ``content`` is not a ``.creds`` file's content, or None. Never quotes the content."""
-    lines = content.splitlines()
-    for armour in CREDS_BLOCKS:
-        found = [i for i, line in enumerate(lines) if armour in line]
-        if not found or found[0] + 1 >= len(lines) or not lines[found[0] + 1].strip():
-            return f'credential_data is not a .creds file: no "{armour}" block'
-    return None
+    return connection.creds_problem(content, "credential_data")
 
 
 @dataclass(frozen=True)

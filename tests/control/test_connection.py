@@ -150,3 +150,24 @@ async def test_a_failed_connect_releases_its_socket(tmp_path, pki):
             assert len(os.listdir("/proc/self/fd")) <= before
         finally:
             gc.enable()
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["", "not a creds file\n", "-----BEGIN NATS USER JWT-----\n\n------END NATS USER JWT------\n"],
+)
+async def test_a_file_that_is_not_creds_is_refused_at_once(tmp_path, content: str) -> None:
+    """nats-py reads a creds file line by line until its JWT armour line, forever when there
+    is none: the CLI, the operator and the provider hung on a wrong file."""
+    path = tmp_path / "user.creds"
+    path.write_text(content)
+    # nats-py reads the file when the server's INFO carries a nonce (nkey or JWT auth).
+    with nkey_server(tmp_path, "headwater") as (server, _seed):
+        settings = ConnectionSettings(servers=(server.url,), credentials=str(path))
+        with pytest.raises(ConnectionError, match=r"is not a \.creds file"):
+            await asyncio.wait_for(settings.connect(), 5)
+        missing = ConnectionSettings(
+            servers=(server.url,), credentials=str(tmp_path / "nowhere.creds")
+        )
+        with pytest.raises(ConnectionError, match="cannot read credentials file"):
+            await asyncio.wait_for(missing.connect(), 5)

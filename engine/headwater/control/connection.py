@@ -12,6 +12,7 @@ import contextlib
 import os
 import ssl
 from collections.abc import Mapping
+from pathlib import Path
 
 from nats.aio.client import Client
 from nats.errors import NoServersError
@@ -20,6 +21,32 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from headwater.control import api
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
+CREDS_BLOCKS = ("BEGIN NATS USER JWT", "BEGIN USER NKEY SEED")
+"""The armour lines a ``.creds`` file holds, each followed by its (non-empty) value line."""
+
+
+def creds_problem(content: str, what: str) -> str | None:
+    """Why ``content`` is not a ``.creds`` file's, or None; never quotes the content. nats-py
+    reads a creds file when the server asks for a signature, and on a wrong one it fails
+    with a bare TypeError deep in nkeys, or reads lines forever looking for the armour."""
+    lines = content.splitlines()
+    for armour in CREDS_BLOCKS:
+        found = [i for i, line in enumerate(lines) if armour in line]
+        if not found or found[0] + 1 >= len(lines) or not lines[found[0] + 1].strip():
+            return f'{what} is not a .creds file: no "{armour}" block'
+    return None
+
+
+def checked_creds(path: str) -> str:
+    """``path`` when it holds a ``.creds`` file; raises ConnectionError saying why not."""
+    try:
+        content = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as error:
+        raise ConnectionError(f"cannot read credentials file {path}: {error.strerror}") from None
+    problem = creds_problem(content, f"credentials file {path}")
+    if problem is not None:
+        raise ConnectionError(problem)
+    return path
 
 
 class ConnectionSettings(BaseModel):
@@ -125,7 +152,7 @@ class ConnectionSettings(BaseModel):
             "name": "headwater-control",
         }
         if self.credentials:
-            kwargs["user_credentials"] = self.credentials
+            kwargs["user_credentials"] = checked_creds(self.credentials)
         if self.user is not None:
             kwargs["user"] = self.user
             kwargs["password"] = self.password or ""
