@@ -73,6 +73,7 @@ async def test_pull_request_apply_and_drift(headwater_js: ServerProcess, workspa
     assert {s.uses for s in pr.external.values()} == {
         "actions/checkout@v4",
         "actions/setup-python@v5",
+        "actions/cache@v4",
         "YOUR-ORG/headwater/gh-actions/setup@v1",
         "actions/github-script@v7",
     }
@@ -126,3 +127,31 @@ def test_every_job_reading_a_secret_runs_in_an_environment_the_docs_name() -> No
             assert environment, f"{path.name}: job {job_id} reads secrets outside an environment"
             name = environment if isinstance(environment, str) else environment["name"]
             assert f"`{name}`" in docs, f"{path.name}: environment {name} is not in the docs"
+
+
+def test_a_job_that_verifies_installs_the_verify_extra() -> None:
+    """The actions install headwater[cli]; PySpark comes only with the verify extra, so a job
+    whose verify step skips its own install must have set up cli,verify."""
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for job_id, body in yaml.safe_load(path.read_text(encoding="utf-8"))["jobs"].items():
+            steps = body.get("steps", [])
+            uses = [(str(step.get("uses", "")), step.get("with") or {}) for step in steps]
+            verifying = [w for u, w in uses if "/gh-actions/verify@" in u]
+            if not verifying or all(str(w.get("install", "true")) != "false" for w in verifying):
+                continue
+            extras = [str(w.get("extras", "cli")) for u, w in uses if "/gh-actions/setup@" in u]
+            assert any("verify" in e.split(",") for e in extras), f"{path.name}: job {job_id}"
+
+
+def test_every_job_that_installs_headwater_caches_pip() -> None:
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for job_id, body in yaml.safe_load(path.read_text(encoding="utf-8"))["jobs"].items():
+            uses = [str(step.get("uses", "")) for step in body.get("steps", [])]
+            if not any("/headwater/gh-actions/" in u for u in uses):
+                continue
+            caches = [
+                step["with"]
+                for step in body["steps"]
+                if str(step.get("uses", "")).startswith("actions/cache@")
+            ]
+            assert any(c.get("path") == "~/.cache/pip" for c in caches), f"{path.name}: {job_id}"

@@ -3,6 +3,7 @@ so the action tests can trust what it reports."""
 
 from __future__ import annotations
 
+import hashlib
 import textwrap
 from pathlib import Path
 
@@ -59,7 +60,19 @@ def test_interpolation_and_conditions() -> None:
     with pytest.raises(ExpressionError):
         evaluate("unknown.context", CONTEXT)
     with pytest.raises(ExpressionError):
-        evaluate("hashFiles('x')", CONTEXT)
+        evaluate("unknownFunction('x')", CONTEXT)
+
+
+def test_hash_files(tmp_path: Path) -> None:
+    """GitHub's hashFiles: SHA-256 of the matching files' SHA-256s, "" when none match."""
+    (tmp_path / "a.yml").write_text("one")
+    (tmp_path / "b.yml").write_text("two")
+    context = {"github": {"workspace": str(tmp_path)}}
+    expected = hashlib.sha256(
+        hashlib.sha256(b"one").digest() + hashlib.sha256(b"two").digest()
+    ).hexdigest()
+    assert evaluate("hashFiles('*.yml')", context) == expected
+    assert evaluate("hashFiles('*.txt')", context) == ""
 
 
 def test_command_files() -> None:

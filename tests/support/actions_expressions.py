@@ -3,7 +3,8 @@
 Enough of the language for actions and workflows: literals, context property access
 (``inputs.tls-cert``, ``steps.plan.outputs.changes``, ``a['b']``, ``a[0]``), ``!``,
 comparisons, ``&&``, ``||``, parentheses, and the functions ``contains``, ``startsWith``,
-``endsWith``, ``format``, ``join``, ``toJSON``, ``fromJSON`` and the status functions.
+``endsWith``, ``format``, ``join``, ``toJSON``, ``fromJSON``, ``hashFiles`` and the status
+functions.
 Semantics follow GitHub's documentation: loose equality that coerces to numbers across
 types, case-insensitive string comparison, ``&&``/``||`` returning an operand, a missing
 property reading as null, and null interpolating as an empty string.
@@ -11,11 +12,13 @@ property reading as null, and null interpolating as an empty string.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 _TOKEN = re.compile(
@@ -166,11 +169,27 @@ class _Parser:
             ),
             "tojson": lambda value: json.dumps(value, indent=2),
             "fromjson": lambda text: json.loads(to_string(text)),
+            "hashfiles": self._hash_files,
             "success": lambda: not self.status.failed and not self.status.cancelled,
             "failure": lambda: self.status.failed,
             "always": lambda: True,
             "cancelled": lambda: self.status.cancelled,
         }
+
+    def _hash_files(self, *patterns: Any) -> str:
+        """GitHub's ``hashFiles``: the SHA-256 of the SHA-256s of the files under the
+        workspace that match the patterns, in path order; "" when none matches."""
+        github = self.context.get("github") or {}
+        workspace = Path(str(github.get("workspace") or "."))
+        files = sorted(
+            {f for pattern in patterns for f in workspace.glob(to_string(pattern)) if f.is_file()}
+        )
+        if not files:
+            return ""
+        outer = hashlib.sha256()
+        for path in files:
+            outer.update(hashlib.sha256(path.read_bytes()).digest())
+        return outer.hexdigest()
 
     def peek(self) -> tuple[str, str] | None:
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None
