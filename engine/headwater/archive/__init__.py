@@ -3,7 +3,8 @@
 A pure library (no engine, no control plane imports): the engine writes archives when a stream
 is snapshotted and reads them on restore; the control plane and offline verifiers read them
 without a server. The byte layout and the version rules are in docs/ARCHIVE.md. It also reads
-nats-server 2.15's snapshots (``NATSARC1`` in S2), yielding the same records.
+nats-server 2.15's snapshots (``NATSARC1`` in S2), yielding the same records, and rebuilds a
+damaged Headwater archive from its readable frames (``salvage_archive``).
 """
 
 from headwater.archive.convert import convert_archive
@@ -30,6 +31,7 @@ from headwater.archive.records import (
     ArchiveSummary,
     Record,
 )
+from headwater.archive.salvage import SalvageResult, salvage_archive
 from headwater.archive.writer import ArchiveWriter
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "NatsArchiveReader",
     "NatsArchiveWriter",
     "Record",
+    "SalvageResult",
     "ScanResult",
     "TruncatedArchive",
     "UnsupportedVersion",
@@ -59,5 +62,6 @@ __all__ = [
     "convert_archive",
     "open_archive",
     "read_archive",
+    "salvage_archive",
     "scan_archive",
 ]

@@ -23,6 +23,7 @@ from headwater.cli import (
     gitops,
     kv,
     messaging,
+    objstore,
     output,
     savedcontext,
     stream,
@@ -86,7 +87,10 @@ def _force_meant(error: click_errors.UsageError) -> bool:
 app = typer.Typer(
     name="headwater",
     cls=RootGroup,
-    help="Manage Headwater and NATS JetStream: streams, consumers, KV, and GitOps plan/apply.",
+    help=(
+        "Manage Headwater and NATS JetStream: streams, consumers, KV, object stores, and"
+        " GitOps plan/apply."
+    ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -97,6 +101,7 @@ GROUPS = (
     ("stream", stream),
     ("consumer", consumer),
     ("kv", kv),
+    ("obj", objstore),
     ("account", account),
     ("context", contextcmd),
     ("terraform", terraform),

@@ -31,6 +31,7 @@ from headwater.cli import account, output, stream
 from headwater.cli.context import current
 from headwater.cli.errors import ApiError, CliError
 from headwater.control.backup import (
+    SALVAGED_KEY,
     BackupError,
     BackupResult,
     backup_account,
@@ -178,6 +179,14 @@ def stream_restore(
     config: Annotated[
         Path | None, typer.Option("--config", help="Stream config to use instead (JSON).")
     ] = None,
+    salvage: Annotated[
+        bool,
+        typer.Option(
+            "--salvage",
+            help="Restore a damaged Headwater archive from its readable frames: the stream "
+            "is marked (metadata headwater.io/salvaged) and what was lost is reported.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Restore a stream from a backup directory; its name must not be in use."""
@@ -200,12 +209,20 @@ def stream_restore(
                 config=override,
                 timeout=max(cli.timeout, 10.0),
                 progress=progress,
+                salvage=salvage,
             )
 
     try:
         info = cli.run(body)
     except BackupError as error:
         raise _failed(error) from None
+    lost = info.get("salvage") or {}
+    if lost.get("damaged"):
+        # On stderr even with --json: a salvaged stream must not pass for a full restore.
+        output.note(
+            f"Warning: stream {info['config']['name']} was salvaged, not fully restored: "
+            f"{lost['summary']}; marked with metadata {SALVAGED_KEY}"
+        )
     if cli.wants_json(as_json):
         output.emit_json(info)
         return

@@ -14,11 +14,14 @@ speaks the raw protocol: chunks in, an empty ack per chunk, a status message at 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +33,11 @@ from headwater.archive import (
     ArchiveError,
     ArchiveFormat,
     ArchiveSummary,
+    SalvageResult,
     archive_format,
     convert_archive,
     open_archive,
+    salvage_archive,
 )
 from headwater.archive.layout import (
     ARCHIVE_FILE,
@@ -47,12 +52,14 @@ __all__ = [
     "ARCHIVE_FILE",
     "BACKUP_FILE",
     "NATS_ARCHIVE_FILE",
+    "SALVAGED_KEY",
     "BackupError",
     "BackupResult",
     "Progress",
     "backup_account",
     "backup_stream",
     "convert_backup",
+    "describe_loss",
     "prepare_directory",
     "read_backup",
     "restore_stream",
@@ -338,6 +345,12 @@ def verify_archive(archive: Path, name: str, config: dict[str, Any]) -> int:
     return summary.messages
 
 
+SALVAGED_KEY = "headwater.io/salvaged"
+"""Stream metadata a salvaged restore sets: the sequence ranges the damaged frames held."""
+_MAX_MARK = 1024
+"""Longest mark kept whole; beyond it the mark summarises (stream metadata has a size limit)."""
+
+
 async def restore_stream(
     nc: Client,
     directory: str | Path,
@@ -346,6 +359,7 @@ async def restore_stream(
     config: dict[str, Any] | None = None,
     timeout: float = 10.0,
     progress: Progress | None = None,
+    salvage: bool = False,
 ) -> dict[str, Any]:
     """Restore the backup in ``directory``; returns the new stream's info (server JSON).
 
@@ -353,15 +367,149 @@ async def restore_stream(
     archive first and refuses a damaged one without contacting the server. ``config``
     replaces the backed-up config: a Headwater archive's stream name must stay the same, a
     nats-server archive (which records no name) is restored under the config's.
+
+    A damaged Headwater archive fails the restore; the error then names the damaged frames,
+    their byte ranges and sequences. ``salvage`` restores such an archive anyway: it is rebuilt
+    from its readable frames (``headwater.archive.salvage_archive``) in a temporary directory,
+    the stream gets the :data:`SALVAGED_KEY` metadata, and the info returned holds a
+    ``salvage`` key saying what was lost (``SalvageResult.to_dict()`` and a one-line
+    ``summary``; also with no damage, then with nothing lost).
     """
     backup, archive = read_backup(directory)
     cfg = config if config is not None else backup["config"]
     name = str(cfg.get("name", ""))
+    state = backup.get("state")
     if verify:
         verify_archive(archive, name, cfg)
-    reply = await _api(
-        nc, f"STREAM.RESTORE.{name}", {"config": cfg, "state": backup.get("state")}, timeout
+    if not salvage:
+        try:
+            return await _upload(nc, name, cfg, state, archive, timeout, progress)
+        except BackupError as error:
+            raise await asyncio.to_thread(_explain_damage, error, archive, cfg, state) from None
+    if archive.name != ARCHIVE_FILE:
+        raise BackupError(
+            f"{archive}: --salvage reads only Headwater archives ({ARCHIVE_FILE}); a "
+            "nats-server archive cannot be read past a damaged chunk"
+        )
+    with tempfile.TemporaryDirectory(prefix="headwater-salvage-") as tmp:
+        rebuilt = Path(tmp) / ARCHIVE_FILE
+        result = await asyncio.to_thread(_salvage, archive, rebuilt, cfg, state)
+        if result.damaged:
+            cfg = _marked(cfg, result)
+            info = await _upload(nc, name, cfg, state, rebuilt, timeout, progress)
+        else:
+            info = await _upload(nc, name, cfg, state, archive, timeout, progress)
+    info["salvage"] = {**result.to_dict(), "summary": describe_loss(result)}
+    return info
+
+
+def describe_loss(result: SalvageResult) -> str:
+    """One line: the damaged frames (byte ranges) and the sequences and messages they held."""
+    frames = ", ".join(
+        f"frame {d.frame} (bytes {d.first_byte}-{d.last_byte})" for d in result.damaged
     )
+    held = f"sequences {result.ranges_text()}" if result.lost_sequences else "no message sequences"
+    text = f"{frames} damaged: {held}, {result.lost_messages} messages lost"
+    if result.stream_record_lost:
+        text += f"; the stream record was lost ({BACKUP_FILE}'s config stands in for it)"
+    return text
+
+
+def _explain_damage(
+    error: BackupError, archive: Path, cfg: dict[str, Any], state: Any
+) -> BackupError:
+    """The server's refusal of a damaged Headwater archive, with what a local salvage pass
+    finds: the damaged frames and sequences, and the ``--salvage`` hint. Any other failure is
+    returned as it is (the pass runs only after the server refused, never on success)."""
+    if error.err_code != 10062 or archive.name != ARCHIVE_FILE:
+        return error
+    try:
+        with open(archive, "rb") as fh:
+            result = salvage_archive(fh, lambda _data: None, _fallback_stream(cfg, state))
+    except (ArchiveError, OSError, ValueError):
+        return error
+    if not result.damaged:
+        return error
+    return BackupError(
+        f"{error}; {describe_loss(result)}; --salvage restores the rest",
+        error.err_code,
+        error.code,
+    )
+
+
+def _salvage(archive: Path, target: Path, cfg: dict[str, Any], state: Any) -> SalvageResult:
+    try:
+        with open(archive, "rb") as src, open(target, "wb") as out:
+            return salvage_archive(src, out.write, _fallback_stream(cfg, state))
+    except ArchiveError as exc:
+        raise BackupError(f"{archive} cannot be salvaged: {exc}") from None
+    except OSError as exc:
+        raise BackupError(f"{archive}: {exc.strerror or exc}") from None
+
+
+def _fallback_stream(cfg: dict[str, Any], state: Any) -> ArchivedStream:
+    """The stream record to restore with when the archive's was lost: ``backup.json``'s config
+    and state (the snapshot reply's), its times turned into the archive's nanoseconds."""
+    st = state if isinstance(state, dict) else {}
+    ints = ("messages", "bytes", "first_seq", "last_seq", "num_deleted", "num_subjects")
+    archived: dict[str, Any] = {key: int(st.get(key, 0) or 0) for key in ints}
+    archived["first_ts"] = _rfc3339_ns(st.get("first_ts"))
+    archived["last_ts"] = _rfc3339_ns(st.get("last_ts"))
+    return ArchivedStream(
+        name=str(cfg.get("name", "")),
+        created_ns=_rfc3339_ns(cfg.get("created")) or time.time_ns(),
+        config=cfg,
+        state=archived,
+    )
+
+
+def _rfc3339_ns(value: Any) -> int:
+    """Nanoseconds since the epoch of an RFC 3339 time with up to 9 fractional digits; 0 when
+    absent or unreadable (the zero time nats-server reports for an empty stream included)."""
+    if not isinstance(value, str) or not value:
+        return 0
+    text = value.replace("Z", "+00:00")
+    whole, dot, rest = text.partition(".")
+    fraction, zone = rest, ""
+    for sign in ("+", "-"):
+        if sign in rest:
+            fraction, _, tail = rest.partition(sign)
+            zone = sign + tail
+            break
+    try:
+        moment = datetime.fromisoformat(whole + (zone if dot else ""))
+    except ValueError:
+        return 0
+    seconds = int(moment.timestamp())
+    if seconds <= 0:
+        return 0
+    nanos = int((fraction + "000000000")[:9]) if dot and fraction.isdigit() else 0
+    return seconds * 1_000_000_000 + nanos
+
+
+def _marked(cfg: dict[str, Any], result: SalvageResult) -> dict[str, Any]:
+    """``cfg`` with the :data:`SALVAGED_KEY` metadata mark: the lost sequence ranges."""
+    mark = result.ranges_text() or "no messages (consumer records only)"
+    if len(mark) > _MAX_MARK:
+        lo, hi = result.lost_sequences[0][0], result.lost_sequences[-1][1]
+        mark = f"{len(result.lost_sequences)} ranges within {lo}-{hi}"
+    metadata = dict(cfg.get("metadata") or {})
+    metadata[SALVAGED_KEY] = mark
+    return {**cfg, "metadata": metadata}
+
+
+async def _upload(
+    nc: Client,
+    name: str,
+    cfg: dict[str, Any],
+    state: Any,
+    archive: Path,
+    timeout: float,
+    progress: Progress | None,
+) -> dict[str, Any]:
+    """The RESTORE flow: request with ``{config, state}``, the archive in acknowledged chunks,
+    the empty end message; the server's stream info."""
+    reply = await _api(nc, f"STREAM.RESTORE.{name}", {"config": cfg, "state": state}, timeout)
     if reply.get("error"):
         raise _api_error(reply, f"restore of {name} refused")
     deliver = reply["deliver_subject"]
