@@ -26,32 +26,14 @@ import nats
 import pytest
 from typer.testing import CliRunner, Result
 
-from headwater.archive.format import (
-    FILE_HEADER,
-    FRAME_HEADER,
-    RECORD_HEAD,
-    RECORD_SUM,
-    RecordType,
-    decompress,
-    unpack_file_header,
-)
-from headwater.archive.records import decode_message
 from headwater.cli.app import app
-from headwater.control.backup import ARCHIVE_FILE, NATS_ARCHIVE_FILE
+from headwater.control.backup import NATS_ARCHIVE_FILE
 from headwater.testing import ServerProcess
+from support.archiveframes import FRAME_HEADER, Frame, flip, frames
 
 MESSAGES = 3000
 PAYLOAD = 1024
 SALVAGED_KEY = "headwater.io/salvaged"
-
-
-@dataclass
-class Frame:
-    start: int
-    end: int  # inclusive
-    first_seq: int  # 0: no message in it
-    last_seq: int
-    messages: int
 
 
 @dataclass
@@ -140,29 +122,6 @@ async def _read_all(srv: ServerProcess) -> dict[int, tuple[str, bytes]]:
     return got
 
 
-def frames(directory: Path) -> list[Frame]:
-    """The archive's frames, walked independently of the code under test."""
-    data = (directory / ARCHIVE_FILE).read_bytes()
-    _major, _minor, compression = unpack_file_header(data[: FILE_HEADER.size])
-    out: list[Frame] = []
-    off = FILE_HEADER.size
-    while off < len(data):
-        stored_len, raw_len, _digest = FRAME_HEADER.unpack_from(data, off)
-        body = off + FRAME_HEADER.size
-        raw = decompress(data[body : body + stored_len], raw_len, compression)
-        seqs: list[int] = []
-        pos = 0
-        while pos < len(raw):
-            kind, blen = RECORD_HEAD.unpack_from(raw, pos)
-            if kind == RecordType.MESSAGE:
-                seqs.append(decode_message(memoryview(raw)[pos + RECORD_HEAD.size :][:blen]).seq)
-            pos += RECORD_HEAD.size + blen + RECORD_SUM.size
-        end = body + stored_len - 1
-        out.append(Frame(off, end, seqs[0] if seqs else 0, seqs[-1] if seqs else 0, len(seqs)))
-        off = end + 1
-    return out
-
-
 def damaged_copy(big: Backup, tmp_path: Path, where: str) -> tuple[Path, list[Frame], int]:
     """A copy of the backup with one byte flipped in frame ``where`` (first, middle); the
     frames and the damaged frame's index."""
@@ -172,10 +131,7 @@ def damaged_copy(big: Backup, tmp_path: Path, where: str) -> tuple[Path, list[Fr
     assert len(layout) >= 3
     hit = 0 if where == "first" else len(layout) // 2
     at = (layout[hit].start + FRAME_HEADER.size + layout[hit].end) // 2
-    path = copy / ARCHIVE_FILE
-    data = bytearray(path.read_bytes())
-    data[at] ^= 0xFF
-    path.write_bytes(bytes(data))
+    flip(copy, at)
     return copy, layout, hit
 
 

@@ -16,26 +16,16 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import nats
 import pytest
 from verify.backup_faults import copy_backup
 
-from headwater.archive.format import (
-    FILE_HEADER,
-    FRAME_HEADER,
-    RECORD_HEAD,
-    RECORD_SUM,
-    RecordType,
-    decompress,
-    unpack_file_header,
-)
-from headwater.archive.records import decode_message
 from headwater.testing import ServerProcess
 from headwater.verify import Kind, verify_backup
 from headwater.verify.backupdir import ARCHIVE_FILE
+from support.archiveframes import FRAME_HEADER, Frame, flip, frames
 
 MESSAGES = 3500
 PAYLOAD = 1024
@@ -71,45 +61,6 @@ def big_backup(backup_server: ServerProcess, tmp_path_factory: pytest.TempPathFa
     done = headwater("-s", backup_server.url, "stream", "backup", "BIG", str(target))
     assert done.returncode == 0, done.stderr
     return target
-
-
-@dataclass
-class Frame:
-    start: int
-    end: int  # inclusive
-    first_seq: int  # 0: no message in it
-    last_seq: int
-    messages: int
-
-
-def frames(backup: Path) -> list[Frame]:
-    """The archive's frames, walked independently of the reader under test."""
-    data = (backup / ARCHIVE_FILE).read_bytes()
-    _major, _minor, compression = unpack_file_header(data[: FILE_HEADER.size])
-    out: list[Frame] = []
-    off = FILE_HEADER.size
-    while off < len(data):
-        stored_len, raw_len, _digest = FRAME_HEADER.unpack_from(data, off)
-        body = off + FRAME_HEADER.size
-        raw = decompress(data[body : body + stored_len], raw_len, compression)
-        seqs: list[int] = []
-        pos = 0
-        while pos < len(raw):
-            kind, blen = RECORD_HEAD.unpack_from(raw, pos)
-            if kind == RecordType.MESSAGE:
-                seqs.append(decode_message(memoryview(raw)[pos + RECORD_HEAD.size :][:blen]).seq)
-            pos += RECORD_HEAD.size + blen + RECORD_SUM.size
-        end = body + stored_len - 1
-        out.append(Frame(off, end, seqs[0] if seqs else 0, seqs[-1] if seqs else 0, len(seqs)))
-        off = end + 1
-    return out
-
-
-def flip(backup: Path, at: int) -> None:
-    path = backup / ARCHIVE_FILE
-    data = bytearray(path.read_bytes())
-    data[at] ^= 0xFF
-    path.write_bytes(bytes(data))
 
 
 def damaged_in_the_middle(big_backup: Path, tmp_path: Path) -> tuple[Path, list[Frame], int]:
