@@ -11,7 +11,6 @@ import copy
 import json
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -271,7 +270,6 @@ func main() {
 """
 
 
-@pytest.mark.skipif(shutil.which("go") is None, reason="needs the Go toolchain")
 def test_go_regexp_reads_the_patterns_as_python_does(tmp_path: Path) -> None:
     """The API server matches with Go's RE2; the fake one with Python's re."""
     cases = [(UNITS[unit][0], text) for unit, text in ACCEPTED + REJECTED]
