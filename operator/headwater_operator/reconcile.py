@@ -25,7 +25,7 @@ from enum import StrEnum
 from nats.aio.client import Client
 
 from headwater.control.apply import Status, apply_plan
-from headwater.control.documents import ALLOW_REPLACE_ANNOTATION, Resource
+from headwater.control.documents import Resource
 from headwater.control.models import ADOPT_ANNOTATION, Consumer
 from headwater.control.plan import Action, Change, Plan, PlanError, make_plan
 from headwater.control.render import field_lines
@@ -156,7 +156,7 @@ async def reconcile(
         )
     if change.refused:
         reason = "ReplaceRefused" if change.action is Action.REPLACE else "Refused"
-        message = _with_reasons(_refusal(change), change)
+        message = _with_reasons(change.refused, change)
         return (
             Outcome(
                 "refused",
@@ -243,22 +243,6 @@ def _applied(change: Change, mode: Mode, owner: str, previous: str | None) -> tu
     if mode is Mode.SYNC:
         return "corrected", "DriftCorrected", "changed on the server; the spec was re-applied"
     return "updated", "Updated", "updated"
-
-
-REPLACE_REFUSED = (
-    "replace is destructive (delete and re-create); allow it with "
-    f'annotation {ALLOW_REPLACE_ANNOTATION}: "true"'
-)
-"""The refusal a resource shows: the core's text also names the CLI's ``--allow-replace``,
-which means nothing to a custom resource; the annotation is the one way in here."""
-
-
-def _refusal(change: Change) -> str:
-    """The core's refusal, in the operator's words where they differ."""
-    refused = change.refused or ""
-    if change.action is Action.REPLACE and ALLOW_REPLACE_ANNOTATION in refused:
-        return REPLACE_REFUSED  # the core's allow-replace refusal (its text is fixed there)
-    return refused
 
 
 def _with_reasons(text: str, change: Change) -> str:

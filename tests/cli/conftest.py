@@ -7,6 +7,7 @@ nats-server: every CLI behaviour is checked against both.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,3 +69,16 @@ def cli_pair(js_server_pair: tuple[ServerProcess, ServerProcess]) -> tuple[Cli, 
     """A runner for a Headwater server and one for a nats-server, to compare their output."""
     ours, theirs = js_server_pair
     return Cli(ours.url), Cli(theirs.url)
+
+
+@pytest.fixture(scope="module")
+def srv() -> Iterator[ServerProcess]:
+    """A headwater-server of the module's own, for the tests of Headwater-only features
+    (its backup archive format, restore --salvage)."""
+    with ServerProcess("headwater", jetstream=True) as server:
+        yield server
+
+
+def run_cli(srv: ServerProcess, *args: str) -> Result:
+    """``headwater -s <srv> ARGS`` in process."""
+    return CliRunner().invoke(app, ["-s", srv.url, *args])

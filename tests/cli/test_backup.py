@@ -5,32 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import nats
-import pytest
-from typer.testing import CliRunner, Result
 
 from headwater.archive import scan_archive
-from headwater.cli.app import app
 from headwater.control.backup import ARCHIVE_FILE, BACKUP_FILE, NATS_ARCHIVE_FILE
 from headwater.testing import ServerProcess
-
-
-@pytest.fixture(scope="module")
-def srv() -> Iterator[ServerProcess]:
-    server = ServerProcess("headwater", jetstream=True)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
-
-
-def cli(srv: ServerProcess, *args: str) -> Result:
-    return CliRunner().invoke(app, ["-s", srv.url, *args])
+from tests.cli.conftest import run_cli
 
 
 def js(srv: ServerProcess, action: str, stream: str, count: int = 0) -> Any:
@@ -59,7 +42,7 @@ def js(srv: ServerProcess, action: str, stream: str, count: int = 0) -> Any:
 def test_stream_backup_and_restore(srv: ServerProcess, tmp_path: Path) -> None:
     js(srv, "create", "CLIA", 25)
     target = tmp_path / "new" / "dir"
-    result = cli(srv, "stream", "backup", "CLIA", str(target))
+    result = run_cli(srv, "stream", "backup", "CLIA", str(target))
     assert result.exit_code == 0, result.output
     assert "Backed up stream CLIA: 25 messages" in result.output
     backup = json.loads((target / BACKUP_FILE).read_text())
@@ -68,7 +51,7 @@ def test_stream_backup_and_restore(srv: ServerProcess, tmp_path: Path) -> None:
     assert scan_archive(target / ARCHIVE_FILE).summary.messages == 25  # type: ignore[union-attr]
 
     js(srv, "delete", "CLIA")
-    result = cli(srv, "stream", "restore", str(target), "--verify")
+    result = run_cli(srv, "stream", "restore", str(target), "--verify")
     assert result.exit_code == 0, result.output
     assert "Restored stream CLIA: 25 messages" in result.output
     assert "1 consumers" in result.output
@@ -76,7 +59,7 @@ def test_stream_backup_and_restore(srv: ServerProcess, tmp_path: Path) -> None:
     assert info.state.messages == 25 and info.state.consumer_count == 1
 
     # Restoring onto the existing stream fails with the server's 10130.
-    result = cli(srv, "stream", "restore", str(target))
+    result = run_cli(srv, "stream", "restore", str(target))
     assert result.exit_code == 1
     assert "10130" in result.output
     js(srv, "delete", "CLIA")
@@ -85,11 +68,11 @@ def test_stream_backup_and_restore(srv: ServerProcess, tmp_path: Path) -> None:
 def test_non_empty_directory_needs_force(srv: ServerProcess, tmp_path: Path) -> None:
     js(srv, "create", "CLIB", 3)
     (tmp_path / "other.txt").write_text("keep me")
-    result = cli(srv, "stream", "backup", "CLIB", str(tmp_path))
+    result = run_cli(srv, "stream", "backup", "CLIB", str(tmp_path))
     assert result.exit_code == 1
     assert "not empty" in result.output
     assert not (tmp_path / BACKUP_FILE).exists()
-    result = cli(srv, "stream", "backup", "CLIB", str(tmp_path), "--force", "--json")
+    result = run_cli(srv, "stream", "backup", "CLIB", str(tmp_path), "--force", "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["stream"] == "CLIB" and report["messages"] == 3
@@ -99,7 +82,7 @@ def test_non_empty_directory_needs_force(srv: ServerProcess, tmp_path: Path) -> 
 
 
 def test_backup_of_a_missing_stream_fails(srv: ServerProcess, tmp_path: Path) -> None:
-    result = cli(srv, "stream", "backup", "NOSUCH", str(tmp_path / "x"))
+    result = run_cli(srv, "stream", "backup", "NOSUCH", str(tmp_path / "x"))
     assert result.exit_code == 1
     # The server's own codes, both of them (the HTTP-like one was once shown as 0).
     assert "stream not found (code 404, err_code 10059)" in result.output
@@ -108,15 +91,15 @@ def test_backup_of_a_missing_stream_fails(srv: ServerProcess, tmp_path: Path) ->
 
 def test_restore_of_a_damaged_backup_is_refused(srv: ServerProcess, tmp_path: Path) -> None:
     js(srv, "create", "CLIC", 50)
-    assert cli(srv, "stream", "backup", "CLIC", str(tmp_path)).exit_code == 0
+    assert run_cli(srv, "stream", "backup", "CLIC", str(tmp_path)).exit_code == 0
     js(srv, "delete", "CLIC")
     archive = tmp_path / ARCHIVE_FILE
     archive.write_bytes(archive.read_bytes()[:-9])
     for flags in ((), ("--verify",)):
-        result = cli(srv, "stream", "restore", str(tmp_path), *flags)
+        result = run_cli(srv, "stream", "restore", str(tmp_path), *flags)
         assert result.exit_code == 1
         assert ("failed verification" if flags else "10062") in result.output
-    result = cli(srv, "stream", "restore", str(tmp_path / "nothing-here"))
+    result = run_cli(srv, "stream", "restore", str(tmp_path / "nothing-here"))
     assert result.exit_code == 1
     assert "not a backup directory" in result.output
 
@@ -124,7 +107,7 @@ def test_restore_of_a_damaged_backup_is_refused(srv: ServerProcess, tmp_path: Pa
 def test_account_backup(srv: ServerProcess, tmp_path: Path) -> None:
     js(srv, "create", "ACCA", 4)
     js(srv, "create", "ACCB", 6)
-    result = cli(srv, "account", "backup", str(tmp_path / "all"), "--no-consumers")
+    result = run_cli(srv, "account", "backup", str(tmp_path / "all"), "--no-consumers")
     assert result.exit_code == 0, result.output
     assert "2 streams backed up" in result.output
     for name, count in (("ACCA", 4), ("ACCB", 6)):
@@ -132,10 +115,10 @@ def test_account_backup(srv: ServerProcess, tmp_path: Path) -> None:
         assert scan.summary is not None and scan.summary.messages == count
         assert scan.consumers == []
     # The account backup refuses a non-empty directory too.
-    result = cli(srv, "account", "backup", str(tmp_path / "all"))
+    result = run_cli(srv, "account", "backup", str(tmp_path / "all"))
     assert result.exit_code == 1
     js(srv, "delete", "ACCA")
-    result = cli(srv, "stream", "restore", str(tmp_path / "all" / "ACCA"))
+    result = run_cli(srv, "stream", "restore", str(tmp_path / "all" / "ACCA"))
     assert result.exit_code == 0, result.output
     assert js(srv, "info", "ACCA").state.messages == 4
     js(srv, "delete", "ACCA")
@@ -146,17 +129,17 @@ def test_restore_verify_runs_the_verifier_checks(srv: ServerProcess, tmp_path: P
     """A well-formed archive whose backup.json disagrees with it passes a checksum scan, but
     not the verifier's consistency checks: --verify refuses it before contacting the server."""
     js(srv, "create", "CLIV", 5)
-    assert cli(srv, "stream", "backup", "CLIV", str(tmp_path)).exit_code == 0
+    assert run_cli(srv, "stream", "backup", "CLIV", str(tmp_path)).exit_code == 0
     js(srv, "delete", "CLIV")
     meta_path = tmp_path / "backup.json"
     meta = json.loads(meta_path.read_text())
     meta["state"]["messages"] += 1
     meta_path.write_text(json.dumps(meta))
     scan_archive(tmp_path / ARCHIVE_FILE)  # the archive itself is intact
-    result = cli(srv, "stream", "restore", str(tmp_path), "--verify")
+    result = run_cli(srv, "stream", "restore", str(tmp_path), "--verify")
     assert result.exit_code == 1
     assert "failed verification" in result.output
-    assert "CLIV" not in cli(srv, "stream", "ls").output
+    assert "CLIV" not in run_cli(srv, "stream", "ls").output
 
 
 def test_backup_format_and_convert(srv: ServerProcess, tmp_path: Path) -> None:
@@ -164,20 +147,20 @@ def test_backup_format_and_convert(srv: ServerProcess, tmp_path: Path) -> None:
     turns a backup directory into either format in place, and the result still restores."""
     js(srv, "create", "CLIF", 30)
     target = tmp_path / "b"
-    result = cli(srv, "stream", "backup", "CLIF", str(target), "--format", "nats", "--json")
+    result = run_cli(srv, "stream", "backup", "CLIF", str(target), "--format", "nats", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["archive"] == NATS_ARCHIVE_FILE
     assert sorted(p.name for p in target.iterdir()) == [BACKUP_FILE, NATS_ARCHIVE_FILE]
 
-    result = cli(srv, "stream", "convert", str(target), "--format", "headwater")
+    result = run_cli(srv, "stream", "convert", str(target), "--format", "headwater")
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in target.iterdir()) == [BACKUP_FILE, ARCHIVE_FILE]
     assert scan_archive(target / ARCHIVE_FILE).summary.messages == 30  # type: ignore[union-attr]
-    assert cli(srv, "stream", "convert", str(target), "--format", "headwater").exit_code == 0
+    assert run_cli(srv, "stream", "convert", str(target), "--format", "headwater").exit_code == 0
 
-    assert cli(srv, "stream", "convert", str(target), "--format", "nats").exit_code == 0
+    assert run_cli(srv, "stream", "convert", str(target), "--format", "nats").exit_code == 0
     js(srv, "delete", "CLIF")
-    result = cli(srv, "stream", "restore", str(target), "--verify")
+    result = run_cli(srv, "stream", "restore", str(target), "--verify")
     assert result.exit_code == 0, result.output
     assert js(srv, "info", "CLIF").state.messages == 30
     js(srv, "delete", "CLIF")
@@ -185,12 +168,12 @@ def test_backup_format_and_convert(srv: ServerProcess, tmp_path: Path) -> None:
 
 def test_convert_of_a_damaged_backup_changes_nothing(srv: ServerProcess, tmp_path: Path) -> None:
     js(srv, "create", "CLIG", 20)
-    assert cli(srv, "stream", "backup", "CLIG", str(tmp_path)).exit_code == 0
+    assert run_cli(srv, "stream", "backup", "CLIG", str(tmp_path)).exit_code == 0
     js(srv, "delete", "CLIG")
     archive = tmp_path / ARCHIVE_FILE
     damaged = archive.read_bytes()[:-9]
     archive.write_bytes(damaged)
-    result = cli(srv, "stream", "convert", str(tmp_path), "--format", "nats")
+    result = run_cli(srv, "stream", "convert", str(tmp_path), "--format", "nats")
     assert result.exit_code == 1
     assert "cannot be converted" in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == [BACKUP_FILE, ARCHIVE_FILE]

@@ -17,19 +17,17 @@ import asyncio
 import json
 import os
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import nats
 import pytest
-from typer.testing import CliRunner, Result
 
-from headwater.cli.app import app
 from headwater.control.backup import NATS_ARCHIVE_FILE
 from headwater.testing import ServerProcess
 from support.archiveframes import FRAME_HEADER, Frame, flip, frames
+from tests.cli.conftest import run_cli
 
 MESSAGES = 3000
 PAYLOAD = 1024
@@ -41,20 +39,6 @@ class Backup:
     directory: Path
     messages: dict[int, tuple[str, bytes]]
     """seq -> (subject, payload), as published."""
-
-
-@pytest.fixture(scope="module")
-def srv() -> Iterator[ServerProcess]:
-    server = ServerProcess("headwater", jetstream=True)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.cleanup()
-
-
-def cli(srv: ServerProcess, *args: str) -> Result:
-    return CliRunner().invoke(app, ["-s", srv.url, *args])
 
 
 async def _fill(url: str) -> dict[int, tuple[str, bytes]]:
@@ -81,7 +65,7 @@ async def _fill(url: str) -> dict[int, tuple[str, bytes]]:
 def big(srv: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Backup:
     sent = asyncio.run(_fill(srv.url))
     target = tmp_path_factory.mktemp("salvage") / "big"
-    result = cli(srv, "stream", "backup", "BIG", str(target))
+    result = run_cli(srv, "stream", "backup", "BIG", str(target))
     assert result.exit_code == 0, result.output
     asyncio.run(_stream(srv, "delete"))
     return Backup(target, sent)
@@ -140,7 +124,7 @@ def test_restore_of_a_damaged_archive_names_the_frame_and_suggests_salvage(
 ) -> None:
     copy, layout, hit = damaged_copy(big, tmp_path, "middle")
     bad = layout[hit]
-    result = cli(srv, "stream", "restore", str(copy))
+    result = run_cli(srv, "stream", "restore", str(copy))
     assert result.exit_code == 1, result.output
     text = " ".join(result.output.split())  # rich may wrap the error line
     assert "10062" in text, text
@@ -157,7 +141,7 @@ def test_salvage_restores_every_readable_message_and_marks_the_stream(
     bad = layout[hit]
     lost = (layout[hit - 1].last_seq + 1, layout[hit + 1].first_seq - 1)
     assert lost == (bad.first_seq, bad.last_seq)
-    result = cli(srv, "stream", "restore", str(copy), "--salvage", "--json")
+    result = run_cli(srv, "stream", "restore", str(copy), "--salvage", "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     salvage = report["salvage"]
@@ -198,7 +182,7 @@ def test_salvage_without_the_stream_record_takes_backup_json(
 ) -> None:
     copy, layout, hit = damaged_copy(big, tmp_path, "first")
     assert hit == 0
-    result = cli(srv, "stream", "restore", str(copy), "--salvage")
+    result = run_cli(srv, "stream", "restore", str(copy), "--salvage")
     assert result.exit_code == 0, result.output
     lost = f"1-{layout[1].first_seq - 1}"
     warning = " ".join(result.stderr.split())
@@ -215,7 +199,7 @@ def test_salvage_without_the_stream_record_takes_backup_json(
 
 
 def test_salvage_of_an_intact_archive_is_a_plain_restore(srv: ServerProcess, big: Backup) -> None:
-    result = cli(srv, "stream", "restore", str(big.directory), "--salvage", "--json")
+    result = run_cli(srv, "stream", "restore", str(big.directory), "--salvage", "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["salvage"]["damaged"] == [] and report["salvage"]["lost_messages"] == 0
@@ -229,6 +213,6 @@ def test_salvage_of_an_intact_archive_is_a_plain_restore(srv: ServerProcess, big
 def test_salvage_refuses_a_nats_archive(srv: ServerProcess, tmp_path: Path) -> None:
     (tmp_path / NATS_ARCHIVE_FILE).write_bytes(b"")
     (tmp_path / "backup.json").write_text(json.dumps({"config": {"name": "X"}, "state": {}}))
-    result = cli(srv, "stream", "restore", str(tmp_path), "--salvage")
+    result = run_cli(srv, "stream", "restore", str(tmp_path), "--salvage")
     assert result.exit_code == 1
     assert "only Headwater archives" in " ".join(result.output.split())

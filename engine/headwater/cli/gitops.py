@@ -28,7 +28,7 @@ from headwater.control.api import ApiError, ApiUnavailable
 from headwater.control.apply import ApplyRefused, ApplyReport, Result, apply_plan
 from headwater.control.documents import DocumentErrors, Resource, load_documents
 from headwater.control.models import ADOPT_ANNOTATION, MANAGED_BY_VALUE
-from headwater.control.plan import Plan, PlanError
+from headwater.control.plan import REPLACE_HINT, Plan, PlanError
 from headwater.control.reconcile import export_documents, plan_resources
 
 T = TypeVar("T")
@@ -141,6 +141,7 @@ async def _plan_as(
         allow_replace=allow_replace,
         adopt=adopt,
         adopt_hint=ADOPT_HINT,
+        replace_hint=f"{REPLACE_HINT} or --allow-replace",
     )
     return plan
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Annotated, Any
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
 
 import nats.errors
 import nats.js.errors
@@ -23,6 +24,8 @@ from headwater.cli.errors import CliError
 from headwater.cli.jsapi import JetStreamApi
 from headwater.cli.options import Storage
 from headwater.control.api import jetstream
+
+T = TypeVar("T")
 
 app = typer.Typer(help="Key-value buckets.", no_args_is_help=True)
 
@@ -59,12 +62,18 @@ def checked_key(key: str, pattern: bool = False) -> str:
     return key
 
 
-async def open_bucket(nc: Client, bucket: str) -> KeyValue:
+async def opened_bucket(open_bucket: Callable[[str], Awaitable[T]], bucket: str) -> T:
+    """``open_bucket(bucket)`` (nats-py's key_value or object_store), or a CliError when
+    there is no such bucket."""
     checked_bucket(bucket)
     try:
-        return await jetstream(nc).key_value(bucket)
+        return await open_bucket(bucket)
     except nats.js.errors.BucketNotFoundError:
         raise CliError(f"bucket {bucket} not found") from None
+
+
+async def open_bucket(nc: Client, bucket: str) -> KeyValue:
+    return await opened_bucket(jetstream(nc).key_value, bucket)
 
 
 def entry_json(entry: KeyValue.Entry) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from headwater.cli import options, output, prompts
 from headwater.cli.context import current
 from headwater.cli.errors import CliError
 from headwater.cli.jsapi import JetStreamApi
-from headwater.cli.kv import checked_bucket
+from headwater.cli.kv import checked_bucket, opened_bucket
 from headwater.cli.options import Storage
 from headwater.control.api import jetstream
 
@@ -49,11 +49,7 @@ def stream_of(bucket: str) -> str:
 
 
 async def open_bucket(nc: Client, bucket: str) -> ObjectStore:
-    checked_bucket(bucket)
-    try:
-        return await jetstream(nc).object_store(bucket)
-    except nats.js.errors.BucketNotFoundError:
-        raise CliError(f"bucket {bucket} not found") from None
+    return await opened_bucket(jetstream(nc).object_store, bucket)
 
 
 async def object_info(store: ObjectStore, bucket: str, name: str) -> ObjectInfo:

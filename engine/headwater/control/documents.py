@@ -161,8 +161,7 @@ def parse_documents(
 ) -> tuple[list[Resource], list[DocumentError]]:
     """Resources and errors of one multi-document YAML text."""
     try:
-        documents = list(yaml.safe_load_all(text))
-        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+        nodes, documents = _load_all(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -180,6 +179,22 @@ def parse_documents(
         if resource is not None:
             resources.append(resource)
     return resources, errors
+
+
+def _load_all(text: str) -> tuple[list[yaml.Node], list[Any]]:
+    """Each document's node (where its fields are, for error lines) and its value, from one
+    parse: ``safe_load_all`` is this loop, keeping only the values."""
+    loader = yaml.SafeLoader(text)
+    nodes: list[yaml.Node] = []
+    documents: list[Any] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            nodes.append(node)
+            documents.append(loader.construct_document(node))
+    finally:
+        loader.dispose()  # type: ignore[no-untyped-call]
+    return nodes, documents
 
 
 def line_of(node: yaml.Node | None, path: str) -> int:

@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from headwater.control.documents import Resource
+from headwater.control.documents import ALLOW_REPLACE_ANNOTATION, Resource
 from headwater.control.live import LiveState
 from headwater.control.models import (
     ADOPT_ANNOTATION,
@@ -45,6 +45,8 @@ from headwater.control.models.stream import StreamFields
 
 ADOPT_HINT = f'annotate it {ADOPT_ANNOTATION}: "true"'
 """How a document adopts; ways in with their own means (a flag, an import) say theirs."""
+REPLACE_HINT = f'annotation {ALLOW_REPLACE_ANNOTATION}: "true"'
+"""How a document allows a replace; the CLI adds its ``--allow-replace``."""
 
 
 class Action(StrEnum):
@@ -208,9 +210,11 @@ def make_plan(
     allow_replace: bool = False,
     adopt: bool = False,
     adopt_hint: str = ADOPT_HINT,
+    replace_hint: str = REPLACE_HINT,
 ) -> Plan:
     """Compare the documents with the live state, as ``owner`` (see the module docstring).
-    ``adopt_hint`` tells, in a conflict's refusal, how this way in adopts. Raises PlanError
+    ``adopt_hint`` and ``replace_hint`` tell, in a refusal, how this way in adopts and how it
+    allows a replace. Raises PlanError
     when a consumer names a stream that neither the documents nor the server have."""
     if not owner or owner == MANAGED_BY_VALUE:
         raise ValueError(f"a plan needs an owner's name (not {owner!r})")
@@ -221,7 +225,7 @@ def make_plan(
     changes: dict[ResourceKey, Change] = {}
     stream_limits = _desired_limits(desired.values())
     for key, resource in desired.items():
-        change = _change_for(resource, owner, live, stream_limits, allow_replace)
+        change = _change_for(resource, owner, live, stream_limits, allow_replace, replace_hint)
         _check_owner(change, live, owner, adopt or resource.adopt, adopt_hint)
         changes[key] = change
     _cascade_stream_replaces(changes, live)
@@ -281,6 +285,7 @@ def _change_for(
     live: LiveState,
     stream_limits: Mapping[str, ConsumerLimits],
     allow_replace: bool,
+    replace_hint: str,
 ) -> Change:
     spec, key = resource.spec.owned_by(owner), resource.key
     source = f"{resource.file}" + (f"#{resource.index + 1}" if resource.index else "")
@@ -333,8 +338,7 @@ def _change_for(
             change.refused = "replace deletes the resource, and preventDelete is set"
         elif not (allow_replace or resource.allow_replace):
             change.refused = (
-                "replace is destructive (delete and re-create); allow it with "
-                'annotation headwater.io/allow-replace: "true" or --allow-replace'
+                f"replace is destructive (delete and re-create); allow it with {replace_hint}"
             )
     return change
 

@@ -22,7 +22,7 @@ from headwater.control.models import (
     ResourceKey,
     ResourceSpec,
 )
-from headwater.control.plan import ADOPT_HINT, Plan, make_plan
+from headwater.control.plan import ADOPT_HINT, REPLACE_HINT, Plan, make_plan
 
 
 async def plan_resources(
@@ -34,6 +34,7 @@ async def plan_resources(
     allow_replace: bool = False,
     adopt: bool = False,
     adopt_hint: str = ADOPT_HINT,
+    replace_hint: str = REPLACE_HINT,
     timeout: float = api.DEFAULT_TIMEOUT,
 ) -> tuple[Plan, LiveState]:
     live = await read_live(nc, timeout=timeout)
@@ -45,6 +46,7 @@ async def plan_resources(
         allow_replace=allow_replace,
         adopt=adopt,
         adopt_hint=adopt_hint,
+        replace_hint=replace_hint,
     )
     return plan, live
 
