@@ -1,4 +1,4 @@
-"""``headwater stream backup|restore`` and ``headwater account backup``.
+"""``headwater stream backup|restore`` and ``headwater account backup|restore``.
 
 These commands extend the ``stream`` and ``account`` apps (imported from ``cli.app``); the
 work is done by :mod:`headwater.control.backup`. A rich progress bar (bytes, speed) shows on
@@ -34,14 +34,22 @@ from headwater.control.backup import (
     SALVAGED_KEY,
     BackupError,
     BackupResult,
+    account_backups,
     backup_account,
     backup_stream,
     convert_backup,
+    restore_account,
     restore_stream,
 )
 from headwater.verify.checks import verify_backup
 
-__all__ = ["account_backup", "stream_backup", "stream_convert", "stream_restore"]
+__all__ = [
+    "account_backup",
+    "account_restore",
+    "stream_backup",
+    "stream_convert",
+    "stream_restore",
+]
 
 Directory = Annotated[Path, typer.Argument(help="Backup directory.", show_default=False)]
 # Long only, as in stream.py: -f is --file everywhere.
@@ -226,6 +234,10 @@ def stream_restore(
     if cli.wants_json(as_json):
         output.emit_json(info)
         return
+    _say_restored(info)
+
+
+def _say_restored(info: dict[str, Any]) -> None:
     state = info.get("state", {})
     output.say(
         f"Restored stream {info['config']['name']}: {output.count(state.get('messages', 0))} "
@@ -308,3 +320,55 @@ def account_backup(
     for result in results:
         _say_result(result)
     output.say(f"{len(results)} streams backed up to {directory}")
+
+
+@account.app.command("restore")
+def account_restore(
+    ctx: typer.Context,
+    directory: Directory,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Run the backup verifier's checks on every backup first and refuse them all "
+            "if any has a finding.",
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Restore every stream `account backup` wrote to DIR, in name order.
+
+    Nothing is restored when DIR holds no backups or any of the stream names is in use. When
+    one restore fails, the error names the streams restored and those not."""
+    cli = current(ctx)
+    wants_json = cli.wants_json(as_json)
+    try:
+        backups = account_backups(directory)
+    except BackupError as error:
+        raise _failed(error) from None
+    if verify:
+        for backup in backups:
+            _refuse_if_findings(backup.directory)
+
+    def restored(info: dict[str, Any]) -> None:
+        if not wants_json:  # as each finishes: a long restore shows what is done
+            _say_restored(info)
+
+    async def body(nc: Client) -> list[dict[str, Any]]:
+        with _bar("Restoring streams") as progress:
+            return await restore_account(
+                nc,
+                backups,
+                timeout=max(cli.timeout, 10.0),
+                on_stream=lambda _name: progress,
+                on_restored=restored,
+            )
+
+    try:
+        infos = cli.run(body)
+    except BackupError as error:
+        raise _failed(error) from None
+    if wants_json:
+        output.emit_json({"streams": infos})
+    else:
+        output.say(f"{len(infos)} streams restored from {directory}")

@@ -1,10 +1,12 @@
 """``headwater obj``: object store buckets (ADR-20) through nats-py's ObjectStore client.
 
 natscli's ``nats obj`` commands and flags: ``add``, ``ls``, ``put``, ``get``, ``del``/``rm``,
-``info``, ``seal``. The bucket layout (stream ``OBJ_<bucket>``, chunks on ``$O.<bucket>.C.<nuid>``,
-metadata on ``$O.<bucket>.M.<name>``) is nats-py's, so objects stored here read back in any
-NATS client. Bucket-level ``--json`` output is the server's stream info, as ``kv add`` prints;
-object-level output is the object's metadata record.
+``info``, ``seal``, ``watch``. ``add``'s ``--metadata`` and ``--compress`` are not offered:
+nats-py's ObjectStoreConfig has no field to carry them to the server. The bucket layout
+(stream ``OBJ_<bucket>``, chunks on ``$O.<bucket>.C.<nuid>``, metadata on
+``$O.<bucket>.M.<name>``) is nats-py's, so objects stored here read back in any NATS client.
+Bucket-level ``--json`` output is the server's stream info, as ``kv add`` prints; object-level
+output is the object's metadata record (``watch``: one per line).
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ import time
 from collections.abc import Iterable
 from typing import Annotated, Any, BinaryIO
 
+import nats.errors
 import nats.js.errors
 import typer
 from nats.aio.client import Client
-from nats.js.api import ObjectInfo, ObjectMeta, ObjectStoreConfig, StorageType
+from nats.js.api import ObjectInfo, ObjectMeta, ObjectStoreConfig, Placement, StorageType
 from nats.js.object_store import ObjectStore
 
 from headwater.cli import options, output, prompts
@@ -174,6 +177,13 @@ def add(
     ] = None,
     description: Annotated[str | None, typer.Option("--description")] = None,
     storage: Annotated[Storage, typer.Option("--storage", help="Storage backend.")] = Storage.file,
+    tags: Annotated[
+        list[str] | None,
+        typer.Option("--tags", help="Place the bucket on servers with this tag (repeatable)."),
+    ] = None,
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", help="Place the bucket in this cluster.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Create a bucket."""
@@ -189,6 +199,7 @@ def add(
         max_bytes=options.size("--max-bucket-size", max_bucket_size),
         storage=StorageType(storage.value),
         replicas=replicas,
+        placement=Placement(cluster=cluster, tags=tags) if tags or cluster else None,
     )
 
     async def body(nc: Client) -> Json:
@@ -488,3 +499,61 @@ def seal(
     if not cli.wants_json(as_json):
         output.note(f"{bucket} has been sealed")
     _emit_bucket(info, cli.wants_json(as_json))
+
+
+def show_change(info: ObjectInfo, as_json: bool) -> None:
+    """One watched change: the metadata record (JSON line), or natscli's line."""
+    if as_json:
+        output.emit_json_line(object_json(info))
+    elif info.deleted:
+        output.say(f"[{_when(info.mtime)}] DEL {info.bucket} > {info.name}")
+    else:
+        output.say(
+            f"[{_when(info.mtime)}] PUT {info.bucket} > {info.name}: "
+            f"{output.size(info.size or 0)} in {info.chunks or 0:,} chunks"
+        )
+
+
+@app.command("watch")
+def watch(
+    ctx: typer.Context,
+    bucket: Bucket,
+    count: Annotated[int, typer.Option("--count", "-c", help="Exit after N changes.")] = 0,
+    wait: Annotated[
+        str | None, typer.Option("--wait", help="Exit after this long without a change.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the bucket's objects, then every put and delete, until --count, --wait or Ctrl-C.
+
+    As natscli, the stored metadata records come first (deleted objects included), then the
+    changes as they happen."""
+    cli = current(ctx)
+    checked_bucket(bucket)
+    if count < 0:
+        raise CliError("invalid value for --count: at least 0")
+    idle = options.duration("--wait", wait)
+    timeout = idle / 1e9 if idle else None
+    wants_json = cli.wants_json(as_json)
+
+    async def body(nc: Client) -> int:
+        store = await open_bucket(nc, bucket)
+        watcher = await store.watch(include_history=True)
+        seen = 0
+        try:
+            while not count or seen < count:
+                try:
+                    info = await watcher.updates(timeout=timeout)  # type: ignore[arg-type]
+                except nats.errors.TimeoutError:
+                    break
+                if info is None:  # caught up with the stored records; live changes follow
+                    continue
+                seen += 1
+                show_change(info, wants_json)
+        finally:
+            await watcher.stop()
+        return seen
+
+    seen = cli.run(body)
+    if count and seen < count:
+        raise CliError(f"received {seen} of {count} changes before --wait {wait} passed")

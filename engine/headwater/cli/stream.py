@@ -41,10 +41,14 @@ def is_system_stream(name: str) -> bool:
 
 
 async def pick_stream(api: JetStreamApi, name: str | None) -> str:
-    """The stream named, or one chosen from the known streams on a terminal."""
+    """The stream named, or one chosen from the known streams on a terminal.
+
+    The choices leave out the system streams, as natscli's picker and ``stream ls`` do;
+    typing one's name still picks it."""
     if name:
         return name
     known = await api.stream_names() if prompts.stdin_is_tty() else []
+    known = [stream for stream in known if not is_system_stream(stream)]
     return prompts.require(None, "Stream", "pass the stream name", choices=known)
 
 

@@ -53,15 +53,19 @@ __all__ = [
     "BACKUP_FILE",
     "NATS_ARCHIVE_FILE",
     "SALVAGED_KEY",
+    "AccountRestoreError",
     "BackupError",
     "BackupResult",
     "Progress",
+    "StreamBackup",
+    "account_backups",
     "backup_account",
     "backup_stream",
     "convert_backup",
     "describe_loss",
     "prepare_directory",
     "read_backup",
+    "restore_account",
     "restore_stream",
     "stream_names",
     "verify_archive",
@@ -271,6 +275,93 @@ async def backup_account(
             )
         )
     return results
+
+
+@dataclass(frozen=True)
+class StreamBackup:
+    """One stream's backup inside an account backup: the name it restores under (its
+    ``backup.json`` config's) and its directory."""
+
+    stream: str
+    directory: Path
+
+
+class AccountRestoreError(BackupError):
+    """An account restore stopped at one stream: which were restored before it and which
+    were not (that one included); the server's codes are the failed restore's."""
+
+    def __init__(self, error: BackupError, restored: list[str], missing: list[str]) -> None:
+        super().__init__(
+            f"{error}; restored: {', '.join(restored) or 'none'}; "
+            f"not restored: {', '.join(missing)}",
+            error.err_code,
+            error.code,
+        )
+        self.restored = restored
+        self.missing = missing
+
+
+def account_backups(directory: str | Path) -> list[StreamBackup]:
+    """The stream backups ``backup_account`` wrote into ``directory`` (one subdirectory per
+    stream), in stream name order. Read without the server, so that a directory that is not
+    an account backup is refused before anything is restored: every entry must be a stream
+    backup directory, no two may hold the same stream, and there must be at least one."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise BackupError(f"{root} is not a directory")
+    found: dict[str, Path] = {}
+    for entry in sorted(root.iterdir()):
+        if not entry.is_dir():
+            raise BackupError(
+                f"{entry} is not a directory (an account backup holds one directory per stream)"
+            )
+        backup, _archive = read_backup(entry)
+        name = str(backup["config"].get("name") or "")
+        if not name:
+            raise BackupError(f"{entry / BACKUP_FILE} has no stream name")
+        if name in found:
+            raise BackupError(f"{found[name]} and {entry} both hold stream {name}")
+        found[name] = entry
+    if not found:
+        raise BackupError(f"{root} holds no stream backups")
+    return [StreamBackup(name, found[name]) for name in sorted(found)]
+
+
+async def restore_account(
+    nc: Client,
+    backups: list[StreamBackup],
+    *,
+    timeout: float = 10.0,
+    on_stream: Callable[[str], Progress | None] | None = None,
+    on_restored: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Restore every backup of :func:`account_backups`, in order; the new streams' infos.
+
+    Nothing is restored when any of the names is in use (natscli's ``account restore``
+    checks the same up front). A restore that fails midway raises
+    :class:`AccountRestoreError` naming the streams restored before it and those not; the
+    ones restored stay. ``on_restored(info)`` is called after each stream."""
+    existing = set(await stream_names(nc, timeout))
+    taken = [b.stream for b in backups if b.stream in existing]
+    if taken:
+        raise BackupError(
+            f"stream{'s' if len(taken) > 1 else ''} {', '.join(taken)} already "
+            f"exist{'' if len(taken) > 1 else 's'} on the server; nothing was restored"
+        )
+    infos: list[dict[str, Any]] = []
+    for index, backup in enumerate(backups):
+        progress = on_stream(backup.stream) if on_stream is not None else None
+        try:
+            info = await restore_stream(nc, backup.directory, timeout=timeout, progress=progress)
+        except BackupError as error:
+            restored = [b.stream for b in backups[:index]]
+            raise AccountRestoreError(
+                error, restored, [b.stream for b in backups[index:]]
+            ) from None
+        infos.append(info)
+        if on_restored is not None:
+            on_restored(info)
+    return infos
 
 
 def read_backup(directory: str | Path) -> tuple[dict[str, Any], Path]:
