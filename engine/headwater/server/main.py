@@ -69,14 +69,6 @@ def main(argv: list[str] | None = None) -> int:
     if plaintext_passwords(loaded.settings.auth):
         # nats-server's start-up warning: a config file holding passwords in clear text.
         log.warning("Plaintext passwords detected, use nkeys or bcrypt")
-    cluster = loaded.settings.cluster
-    if cluster.port or cluster.routes:
-        # Accepted so nats-server configs start, but said out loud: nothing listens for routes
-        # and none are dialled, so there are no replicas and no failover (docs/DIFFERENCES.md).
-        log.warning(
-            "clustering is not supported yet: the cluster listen address and routes are "
-            "ignored, this server runs standalone"
-        )
     # Fewer young-generation collections: the hot path allocates many short-lived tuples and
     # bytes, and the default threshold (700) spends measurable time collecting them.
     gc.set_threshold(50_000, 20, 100)

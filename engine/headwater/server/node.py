@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from headwater import __version__
+from headwater.server.cluster.manager import Cluster
+from headwater.server.cluster.route import RouteConnection
 from headwater.server.config.settings import RANDOM_PORT, Settings
 from headwater.server.connections.client import ClientConnection
 from headwater.server.connections.listen import join_host_port, listen_socket
@@ -96,6 +98,10 @@ class Server:
         self.slow_consumers = 0
         self.auth_errors = 0
         self.total_connections = 0
+        self.cluster = Cluster(self) if settings.cluster.enabled else None
+        self.remote_subs = 0
+        """Subscriptions of other servers (through routes) in the sublist: while there are
+        any, routing takes the cluster-aware path (:meth:`_route_clustered`)."""
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -130,6 +136,8 @@ class Server:
             await service.start()
         host = settings.host or "0.0.0.0"
         log.info("Listening for client connections on %s", join_host_port(host, self.port))
+        if self.cluster is not None:
+            await self.cluster.start()
         if self.tls_context is not None:
             log.info("TLS required for client connections")
         self.ready = True
@@ -159,6 +167,8 @@ class Server:
                 await service.stop()
             except Exception:  # a failing service must not keep the others from stopping
                 log.exception("error stopping %s", type(service).__name__)
+        if self.cluster is not None:
+            await self.cluster.stop()
         for client in list(self.clients.values()):
             client.close("Server Shutdown")  # flushes what is queued for it first
         if self.settings.pid_file:
@@ -181,6 +191,8 @@ class Server:
         log.info("Entering lame duck mode, stop accepting new clients")
         if self._listener is not None:
             self._listener.close()
+        if self.cluster is not None:
+            self.cluster.enter_lame_duck()
         if not self.clients:
             await self.shutdown()
             return
@@ -257,6 +269,11 @@ class Server:
             info["tls_required"] = True
             if settings.tls.verify:
                 info["tls_verify"] = True
+        if self.cluster is not None:
+            info["cluster"] = self.cluster.name
+            urls = self.cluster.client_connect_urls()
+            if urls:
+                info["connect_urls"] = urls
         if self.lame_duck:
             info["ldm"] = True
         return info
@@ -273,6 +290,11 @@ class Server:
         self.interest_epoch += 1
         self.sublist.insert(sub)
         self.reply_memo.clear()
+        if self.cluster is not None:
+            if sub.client.kind == "route":
+                self.remote_subs += 1
+            elif not sub.local:
+                self.cluster.local_added(sub)
         if self._interest_watchers:
             self._notify_interest(sub.subject)
 
@@ -304,8 +326,14 @@ class Server:
 
     def unsubscribe(self, sub: Subscription) -> None:
         self.interest_epoch += 1
-        self.sublist.remove(sub)
+        if not self.sublist.remove(sub):
+            return
         self.reply_memo.clear()
+        if self.cluster is not None:
+            if sub.client.kind == "route":
+                self.remote_subs -= 1
+            elif not sub.local:
+                self.cluster.local_removed(sub)
 
     def own_subs_matching(self, client: Receiver, subject: str) -> Iterator[Subscription]:
         result = self.sublist.match(subject)
@@ -343,6 +371,8 @@ class Server:
         self.in_bytes += size
         result = self.match(subject) if targets is None else targets
         shown = subject if shown_subject is None else shown_subject
+        if self.remote_subs:
+            return self._route_clustered(sender, result, subject, shown, reply, hdr, payload, size)
         delivered = 0
         no_echo = not sender.echo
         for sub in result.psubs:
@@ -368,6 +398,10 @@ class Server:
         Same result as calling :meth:`route` for each, with one match and one write per
         subscriber instead of one per message (queue groups still pick a member per message).
         """
+        if self.remote_subs:
+            for payload in payloads:
+                self.route(sender, subject, "", None, payload, len(payload))
+            return
         count = len(payloads)
         self.in_msgs += count
         self.in_bytes += total
@@ -389,6 +423,86 @@ class Server:
                     out_bytes += len(payload)
         self.out_msgs += out_msgs
         self.out_bytes += out_bytes
+
+    def route_from_route(
+        self,
+        route: RouteConnection,
+        subject: str,
+        reply: str,
+        queues: tuple[str, ...],
+        hdr: bytes | None,
+        payload: bytes,
+        size: int,
+    ) -> int:
+        """A message another server sent: to this server's subscribers only (one hop), and
+        to a member of each queue group the sender named."""
+        self.in_msgs += 1
+        self.in_bytes += size
+        return self._route_clustered(
+            route, self.match(subject), subject, subject, reply, hdr, payload, size, queues
+        )
+
+    def _route_clustered(
+        self,
+        sender: Receiver,
+        result: SublistResult,
+        subject: str,
+        shown: str,
+        reply: str,
+        hdr: bytes | None,
+        payload: bytes,
+        size: int,
+        queues: tuple[str, ...] | None = None,
+    ) -> int:
+        """Routing while other servers have interest here, as nats-server does it:
+
+        - a route gets one RMSG per message whatever number of its subscriptions match,
+          naming the queue groups it is to pick a member of;
+        - a queue group prefers a member on this server, and only without one goes to a
+          server that has members (chosen by their weight);
+        - a message that came from a route goes to local subscribers only, and to the queue
+          groups it names (``queues``), falling back to another server's member when the
+          local one is gone.
+        """
+        from_route = sender.kind == "route"
+        no_echo = not sender.echo
+        targets: dict[RouteConnection, list[str]] = {}
+        delivered = 0
+        for sub in result.psubs:
+            client = sub.client
+            if client.kind == "route":
+                if not from_route and client not in targets:
+                    targets[client] = []  # type: ignore[index]
+                continue
+            if no_echo and client is sender:
+                continue
+            client.deliver(sub, shown, reply, hdr, payload)
+            delivered += 1
+        for group in result.qsubs:
+            queue = group[0].queue
+            if queues is not None and queue not in queues:
+                continue
+            local = [
+                s
+                for s in group
+                if s.client.kind != "route" and not (no_echo and s.client is sender)
+            ]
+            if local:
+                sub = random.choice(local)
+                sub.client.deliver(sub, shown, reply, hdr, payload)
+                delivered += 1
+                continue
+            remote = [s for s in group if s.client.kind == "route" and s.client is not sender]
+            if remote:
+                chosen = random.choices(remote, weights=[s.weight for s in remote])[0]
+                targets.setdefault(chosen.client, []).append(queue)  # type: ignore[arg-type]
+        for route, names in targets.items():
+            route.send_msg(subject, reply, names, hdr, payload)
+            delivered += 1
+        if delivered:
+            self.out_msgs += delivered
+            self.out_bytes += delivered * size
+        return delivered
 
     def num_subscriptions(self) -> int:
         return self.sublist.count

@@ -13,6 +13,8 @@ class Receiver(Protocol):
 
     cid: int
     echo: bool
+    kind: str
+    """``client`` (a socket client), ``internal`` (a service) or ``route`` (another server)."""
 
     def deliver(
         self, sub: Subscription, subject: str, reply: str, hdr: bytes | None, payload: bytes
@@ -30,6 +32,7 @@ class Subscription:
         "callback",
         "client",
         "delivered",
+        "local",
         "max_msgs",
         "msg_heads",
         "queue",
@@ -57,6 +60,9 @@ class Subscription:
         self.max_msgs = 0  # auto-unsubscribe after this many deliveries; 0 means never
         self.delivered = 0
         self.callback = callback
+        self.local = False
+        """Kept from other servers: a service's subscription that answers this server's
+        clients only (the JetStream API; see cluster/interest.py)."""
         # Encoded "MSG <subject> <sid> " per delivered subject: a subscriber usually sees the
         # same few subjects, and formatting the line is a large part of a delivery's cost.
         self.msg_heads: dict[str, bytes] = {}

@@ -345,6 +345,10 @@ def test_value_errors_name_file_line_and_key(conf, text: str, message: str) -> N
         ),
         ("tls { verify_and_map: true }", "'tls.verify_and_map' (certificate-based identities"),
         ("jetstream { cipher: aes, key: k }", "'jetstream.cipher' (encryption at rest)"),
+        # Routes in clear where the config asks for TLS would expose every message.
+        ("cluster { port: 6222, tls { cert_file: x } }", "'cluster.tls' (route TLS)"),
+        ("cluster { port: 6222, permissions: {} }", "'cluster.permissions' (route import"),
+        ("cluster { port: 6222, authorization { token: t } }", "'cluster.authorization.token'"),
     ],
 )
 def test_keys_that_would_weaken_protection_are_refused(conf, text: str, feature: str) -> None:
@@ -362,7 +366,7 @@ def test_keys_that_would_weaken_protection_are_refused(conf, text: str, feature:
         ("syslog: true", "syslog"),
         ("max_subs: 100", "max_subs"),
         ("server_tags: [a, b]", "server_tags"),
-        ("cluster { tls { cert_file: x } }", "cluster.tls"),
+        ("cluster { connect_backoff: true }", "cluster.connect_backoff"),
         ("jetstream { unique_tag: az }", "jetstream.unique_tag"),
         ("tls { cert_file: cert.pem, key_file: key.pem, cipher_suites: [x] }", "tls.cipher_suites"),
     ],

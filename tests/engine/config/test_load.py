@@ -290,13 +290,11 @@ class TestActions:
         "argv",
         [
             ["-ms", "8443"],
-            ["--client_advertise", "x:1"],
             ["--logtime_utc"],
             ["-s"],
             ["-r", "udp://x:514"],
             ["--log_size_limit", "100"],
             ["--max_traced_msg_len", "10"],
-            ["--cluster_advertise", "x:1"],
             ["--profile", "6060"],
         ],
     )

@@ -75,6 +75,7 @@ def apply_flags(opts: dict[str, Any], args: ParsedArgs) -> None:
     text("host", "host")
     port("port", "port")
     text("server_name", "server_name")
+    text("client_advertise", "client_advertise")
     if " " in str(given.get("server_name", "")):
         raise _flag_error(args, "server_name", "server name cannot contain spaces")
     text("pid_file", "pid_file")
@@ -138,6 +139,8 @@ def _apply_cluster_flags(opts: dict[str, Any], args: ParsedArgs) -> None:
         opts["cluster.routes"] = tuple(routes)
         if routes and not opts.get("cluster.host") and not opts.get("cluster.port"):
             raise ConfigError("solicited routes require cluster capabilities, e.g. --cluster")
+    if given.get("cluster_advertise"):
+        opts["cluster.advertise"] = str(given["cluster_advertise"])
     if "no_advertise" in given:
         opts["cluster.no_advertise"] = bool(given["no_advertise"])
     if given.get("connect_retries"):

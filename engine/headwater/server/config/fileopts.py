@@ -36,6 +36,7 @@ from headwater.server.config.errors import ConfigError, Position, error_at
 from headwater.server.config.keysets import (
     AUTH_REFUSED,
     CLUSTER_IGNORED,
+    CLUSTER_REFUSED,
     JS_IGNORED,
     JS_REFUSED,
     TLS_IGNORED,
@@ -117,6 +118,7 @@ class FileReader:
             "listen": self._listen,
             "port": lambda k, n: self._set("port", self._checked_port(k, n, self._int(k, n))),
             "server_name": self._server_name,
+            "client_advertise": lambda k, n: self._set("client_advertise", self._str(k, n)),
             "host": lambda k, n: self._set("host", self._str(k, n)),
             "net": lambda k, n: self._set("host", self._str(k, n)),
             "debug": lambda k, n: self._set("log.debug", self._bool(k, n)),
@@ -509,8 +511,52 @@ class FileReader:
             "routes": self._routes,
             "no_advertise": lambda k, n: self._set("cluster.no_advertise", self._bool(k, n)),
             "connect_retries": lambda k, n: self._set("cluster.connect_retries", self._count(k, n)),
+            "advertise": lambda k, n: self._set("cluster.advertise", self._str(k, n)),
+            "cluster_advertise": lambda k, n: self._set("cluster.advertise", self._str(k, n)),
+            "authorization": self._cluster_authorization,
+            "ping_interval": lambda k, n: self._set("cluster.ping_interval", self._interval(k, n)),
+            "ping_max": lambda k, n: self._set("cluster.max_pings_out", self._count(k, n)),
+            "pool_size": self._pool_size,
+            "compression": self._route_compression,
         }
-        self._dispatch(block, f"{key}.", handlers, CLUSTER_IGNORED, {})
+        self._dispatch(block, f"{key}.", handlers, CLUSTER_IGNORED, CLUSTER_REFUSED)
+
+    def _cluster_authorization(self, key: str, node: Node) -> None:
+        block = self._block(key, node)
+        handlers: dict[str, Handler] = {
+            "user": lambda k, n: self._set("cluster.user", self._str(k, n)),
+            "username": lambda k, n: self._set("cluster.user", self._str(k, n)),
+            "password": lambda k, n: self._set("cluster.password", self._str(k, n)),
+            "timeout": lambda k, n: self._set("cluster.auth_timeout", self._duration(k, n)),
+        }
+        refused = {
+            "token": "route authentication by token",
+            "users": "several route users",
+            "permissions": "route permissions",
+        }
+        self._dispatch(block, f"{key}.", handlers, frozenset(), refused)
+
+    def _pool_size(self, key: str, node: Node) -> None:
+        # Headwater routes one connection per server pair: what nats-server does with
+        # pool_size -1, and with a peer that does not pool (docs/CLUSTERING.md).
+        value = self._int(key, node)
+        if value > 1:
+            raise self._value_error(
+                key,
+                node,
+                f"route pooling is not supported by headwater-server (got {value}); "
+                "remove it or set -1",
+            )
+
+    def _route_compression(self, key: str, node: Node) -> None:
+        value = node.value
+        if value is False or (isinstance(value, str) and value.lower() in ("off", "disabled")):
+            return
+        raise self._value_error(
+            key,
+            node,
+            'route compression is not supported by headwater-server; remove it or set "off"',
+        )
 
     def _cluster_name(self, key: str, node: Node) -> None:
         name = self._str(key, node)

@@ -24,7 +24,7 @@ def _reason(text: str, reason: str) -> dict[str, str]:
 
 TOP_IGNORED = _words(
     """
-    client_advertise trace_headers logtime_utc disable_sublist_cache no_sublist_cache https
+    trace_headers logtime_utc disable_sublist_cache no_sublist_cache https
     https_port http_base_path gateway leaf leafnodes logfile_size_limit log_size_limit
     logfile_max_num log_max_num syslog remote_syslog prof_port prof_block_rate
     max_traced_msg_len max_subscriptions max_subs max_sub_tokens max_subscription_tokens ocsp
@@ -70,9 +70,13 @@ JS_IGNORED = _words(
     """
 )
 JS_REFUSED = _reason("cipher key prev_key tpm", "encryption at rest")
-CLUSTER_IGNORED = _words(
-    """
-    authorization tls advertise cluster_advertise connect_backoff permissions pool_size accounts
-    compression ping_interval ping_max write_deadline write_timeout
-    """
-)
+CLUSTER_IGNORED = _words("connect_backoff")
+#: Route settings Headwater does not implement: refused, never accepted and ignored.
+CLUSTER_REFUSED = {
+    "tls": "route TLS",
+    "permissions": "route import/export permissions",
+    "accounts": "per-account routes",
+    "pinned_accounts": "per-account routes",
+    "write_deadline": "a route write deadline apart from the server's",
+    "write_timeout": "a route write timeout policy",
+}

@@ -115,18 +115,44 @@ class LogSettings:
 
 @dataclass(frozen=True)
 class ClusterSettings:
-    """Accepted and kept for the clustering issue; nothing listens on it yet."""
+    """Routes to the other servers of a cluster (docs/CLUSTERING.md). Off unless a cluster
+    port is set (``--cluster``, ``cluster { listen }``)."""
 
     name: str | None = None
+    """Cluster name; servers of different names refuse each other's routes. None: the first
+    route's name is taken, or a random one is made (nats-server's dynamic name)."""
     host: str | None = None
+    """Route listen address; the client listen address when unset."""
     port: int = 0
+    """Route port; 0 turns clustering off, -1 picks a free one."""
     routes: tuple[str, ...] = ()
+    """Route URLs to dial (``nats-route://[user:pass@]host:port``); the others are learned."""
+    advertise: str | None = None
+    """``host:port`` other servers dial for this one (``--cluster_advertise``), when the
+    listen address is not reachable from them (NAT, containers)."""
     no_advertise: bool = False
-    """Leave other servers' URLs out of client INFO (``--no_advertise``); off as in
-    nats-server, kept so a cluster configuration round-trips."""
+    """Leave the other servers' client URLs out of client INFO (``--no_advertise``)."""
     connect_retries: int = 0
-    """Attempts at an implicit route before giving up (``--connect_retries``); 0, nats-server's
-    default, means no retries."""
+    """Attempts at an implicit route (one learned by gossip) before giving up; 0, nats-server's
+    default, means one attempt. Configured routes are retried for as long as the server runs."""
+    user: str | None = None
+    """``cluster { authorization { user } }``: what a dialling server must send in CONNECT."""
+    password: str | None = None
+    """Its password, in clear or as a bcrypt hash (compared as nats-server does)."""
+    auth_timeout: float = 2.0
+    """Seconds an accepted route has to send its CONNECT."""
+    ping_interval: float = 30.0
+    """Seconds between PINGs on a route (nats-server caps routes at 30 s)."""
+    max_pings_out: int = 2
+    """Unanswered PINGs after which a route is stale and closed."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.port != 0
+
+    @property
+    def auth_required(self) -> bool:
+        return bool(self.user)
 
 
 @dataclass(frozen=True)
@@ -143,6 +169,9 @@ class Settings:
     """Monitoring port (``-m``); 0 turns monitoring off, -1 picks a free port."""
     server_name: str = ""
     """Server name in INFO; empty means the server id, as in nats-server."""
+    client_advertise: str | None = None
+    """``host:port`` the other servers of a cluster give their clients for this one
+    (``connect_urls``), instead of the listen address."""
     max_payload: int = 1 * MiB
     """Largest message body a client may publish (nats-server: 1 MiB)."""
     max_control_line: int = 4096

@@ -53,6 +53,8 @@ NO_RESPONDERS = headers.status(503)
 class ClientConnection(asyncio.Protocol):
     """Server side of one NATS client connection."""
 
+    kind = "client"
+
     def __init__(self, server: Server, cid: int, tls_context: ssl.SSLContext | None) -> None:
         self.server = server
         self.cid = cid

@@ -36,9 +36,13 @@ class InternalClient:
         self._next_sid = 0
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
 
-    def subscribe(self, subject: str, handler: Handler, queue: str | None = None) -> Subscription:
+    def subscribe(
+        self, subject: str, handler: Handler, queue: str | None = None, local: bool = False
+    ) -> Subscription:
+        """``local``: other servers of a cluster are not told of it (see Subscription.local)."""
         self._next_sid += 1  # never reused: a sid names one subscription for the client's life
         sub = Subscription(self, subject, queue, str(self._next_sid), callback=handler)
+        sub.local = local
         self.subs[sub.sid] = sub
         self.server.subscribe(sub)
         return sub

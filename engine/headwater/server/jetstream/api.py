@@ -217,12 +217,15 @@ class ApiRouter:
         for prefix in self.prefixes:
             depth = prefix.count(".") + 1
             handler = self._make_callback(depth)
-            self._subs.append(self.client.subscribe(f"{prefix}.*", handler))
+            # Local: each server answers its own clients' API requests until the API is
+            # cluster-wide (docs/CLUSTERING.md), so a request is never answered twice.
+            self._subs.append(self.client.subscribe(f"{prefix}.*", handler, local=True))
             for namespace in NAMESPACES:
-                self._subs.append(self.client.subscribe(f"{prefix}.{namespace}.>", handler))
+                subject = f"{prefix}.{namespace}.>"
+                self._subs.append(self.client.subscribe(subject, handler, local=True))
             for verb in CONSUMER_VERBS:
                 subject = f"{prefix}.CONSUMER.{verb}.>"
-                self._subs.append(self.client.subscribe(subject, handler))
+                self._subs.append(self.client.subscribe(subject, handler, local=True))
         self._worker = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:

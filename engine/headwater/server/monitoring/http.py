@@ -8,8 +8,9 @@ request inside ``data_received`` without creating tasks. Reading a document neve
 every answer is a consistent snapshot of the server.
 
 Endpoints: ``/`` (index page), ``/varz``, ``/connz``, ``/subsz`` (alias ``/subscriptionsz``),
-``/healthz`` and ``/metrics`` (Prometheus text). Every module a request needs is imported at
-start-up: an import on first use would stall the loop (cold prometheus_client: ~100 ms).
+``/routez``, ``/healthz`` and ``/metrics`` (Prometheus text). Every module a request needs
+is imported at start-up: an import on first use would stall the loop (cold prometheus_client:
+~100 ms).
 Unknown paths are 404, a bad parameter is 400 with a plain-text reason, as in nats-server.
 """
 
@@ -26,11 +27,12 @@ from urllib.parse import unquote, urlsplit
 import orjson
 
 from headwater.server.config.settings import RANDOM_PORT
-from headwater.server.connections.listen import listen_socket
+from headwater.server.connections.listen import join_host_port, listen_socket
 from headwater.server.monitoring import metrics
 from headwater.server.monitoring.connz import ConnzOptions, connz
 from headwater.server.monitoring.healthz import HealthzOptions, healthz
 from headwater.server.monitoring.params import BadRequest, Query
+from headwater.server.monitoring.routez import routez
 from headwater.server.monitoring.subsz import SubszOptions, subsz
 from headwater.server.monitoring.varz import varz
 from headwater.server.node import ADVERTISED_VERSION
@@ -85,6 +87,7 @@ class MonitoringService:
             "/connz": ("/connz", self._connz),
             "/subsz": ("/subsz", self._subsz),
             "/subscriptionsz": ("/subsz", self._subsz),
+            "/routez": ("/routez", self._routez),
             "/healthz": ("/healthz", self._healthz),
             "/metrics": ("/metrics", self._prometheus),
         }
@@ -101,7 +104,7 @@ class MonitoringService:
         sockets = self._listener.sockets or []
         bound = sockets[0].getsockname()[1] if sockets else port
         self.server.http_port = bound
-        log.info("Starting http monitor on %s", _join_host_port(settings.http_host, bound))
+        log.info("Starting http monitor on %s", join_host_port(settings.http_host, bound))
 
     async def stop(self) -> None:
         listener, self._listener = self._listener, None
@@ -142,6 +145,9 @@ class MonitoringService:
 
     def _subsz(self, query: Query) -> Response:
         return _json(subsz(self.server, SubszOptions.from_query(query)))
+
+    def _routez(self, query: Query) -> Response:
+        return _json(routez(self.server, query))
 
     def _healthz(self, query: Query) -> Response:
         status, body = healthz(self.server, HealthzOptions.from_query(query))
@@ -287,15 +293,11 @@ class _HttpConnection(asyncio.Protocol):
             self.transport.close()
 
 
-def _join_host_port(host: str, port: int) -> str:
-    """``host:port`` with IPv6 literals bracketed, like Go's ``net.JoinHostPort``."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
 _ENDPOINTS = (
     ("varz", "General"),
     ("connz", "Connections"),
     ("subsz", "Subscriptions"),
+    ("routez", "Routes"),
     ("healthz", "Health Probe"),
     ("metrics", "Prometheus Metrics"),
 )
