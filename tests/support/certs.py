@@ -37,6 +37,9 @@ class TestPKI:
     server_key: Path
     client_cert: Path
     client_key: Path
+    route_cert: Path
+    """For cluster routes: presented both ways, so it carries both key usages."""
+    route_key: Path
 
     def client_context(self, with_cert: bool = False) -> ssl.SSLContext:
         """A client context trusting the CA; ``with_cert`` also presents the client cert."""
@@ -74,7 +77,7 @@ def _leaf(
     subject: str,
     ca_key: ec.EllipticCurvePrivateKey,
     ca_name: x509.Name,
-    usage: x509.ObjectIdentifier,
+    usage: list[x509.ObjectIdentifier],
     san: list[x509.GeneralName],
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = ec.generate_private_key(ec.SECP256R1())
@@ -88,7 +91,7 @@ def _leaf(
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + _VALIDITY)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage(usage), critical=False)
     )
     if san:
         builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
@@ -134,11 +137,18 @@ def make_pki(directory: Path) -> TestPKI:
         "localhost",
         ca_key,
         ca_name,
-        ExtendedKeyUsageOID.SERVER_AUTH,
+        [ExtendedKeyUsageOID.SERVER_AUTH],
         [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
     )
     client_cert, client_key = _leaf(
-        "test-client", ca_key, ca_name, ExtendedKeyUsageOID.CLIENT_AUTH, []
+        "test-client", ca_key, ca_name, [ExtendedKeyUsageOID.CLIENT_AUTH], []
+    )
+    route_cert, route_key = _leaf(
+        "route",
+        ca_key,
+        ca_name,
+        [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH],
+        [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
     )
     pki = TestPKI(
         directory=directory,
@@ -147,12 +157,16 @@ def make_pki(directory: Path) -> TestPKI:
         server_key=directory / "server-key.pem",
         client_cert=directory / "client-cert.pem",
         client_key=directory / "client-key.pem",
+        route_cert=directory / "route-cert.pem",
+        route_key=directory / "route-key.pem",
     )
     _write_cert(pki.ca_cert, ca_cert)
     _write_cert(pki.server_cert, server_cert)
     _write_key(pki.server_key, server_key)
     _write_cert(pki.client_cert, client_cert)
     _write_key(pki.client_key, client_key)
+    _write_cert(pki.route_cert, route_cert)
+    _write_key(pki.route_key, route_key)
     return pki
 
 

@@ -397,24 +397,40 @@ class Server:
 
         Same result as calling :meth:`route` for each, with one match and one write per
         subscriber instead of one per message (queue groups still pick a member per message).
+        ``sender`` may be a route: its plain messages (no queue groups named) come here too.
         """
-        if self.remote_subs:
+        count = len(payloads)
+        result = self.sublist.match(subject)
+        from_route = sender.kind == "route"
+        if self.remote_subs and result.qsubs and not from_route:
+            # Queue groups choose a member (local first) per message: the general path.
             for payload in payloads:
                 self.route(sender, subject, "", None, payload, len(payload))
             return
-        count = len(payloads)
         self.in_msgs += count
         self.in_bytes += total
-        result = self.sublist.match(subject)
         no_echo = not sender.echo
         out_msgs = out_bytes = 0
+        routes: set[Receiver] = set()
         for sub in result.psubs:
-            if no_echo and sub.client is sender:
+            client = sub.client
+            if client.kind == "route":
+                # One RMSG per message and route, however many of its subscriptions match;
+                # nothing that came from a route goes to another (one hop).
+                if not from_route:
+                    routes.add(client)
                 continue
-            sub.client.deliver_batch(sub, subject, payloads, total)
+            if no_echo and client is sender:
+                continue
+            client.deliver_batch(sub, subject, payloads, total)
             out_msgs += count
             out_bytes += total
-        for group in result.qsubs:
+        for route in routes:
+            route.deliver_batch(None, subject, payloads, total)  # type: ignore[arg-type]
+            out_msgs += count
+            out_bytes += total
+        # A route names the queue groups a message is for; plain RMSGs name none.
+        for group in () if from_route else result.qsubs:
             for payload in payloads:
                 sub = _pick(group, sender, no_echo)
                 if sub is not None:

@@ -346,7 +346,6 @@ def test_value_errors_name_file_line_and_key(conf, text: str, message: str) -> N
         ("tls { verify_and_map: true }", "'tls.verify_and_map' (certificate-based identities"),
         ("jetstream { cipher: aes, key: k }", "'jetstream.cipher' (encryption at rest)"),
         # Routes in clear where the config asks for TLS would expose every message.
-        ("cluster { port: 6222, tls { cert_file: x } }", "'cluster.tls' (route TLS)"),
         ("cluster { port: 6222, permissions: {} }", "'cluster.permissions' (route import"),
         ("cluster { port: 6222, authorization { token: t } }", "'cluster.authorization.token'"),
     ],

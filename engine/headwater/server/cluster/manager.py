@@ -28,6 +28,7 @@ from headwater.server.cluster.route import RouteConnection
 from headwater.server.cluster.urls import RouteURL, parse_route_url
 from headwater.server.connections import auth
 from headwater.server.connections.listen import WILDCARD_HOSTS, join_host_port, listen_socket
+from headwater.server.connections.tls import route_client_context, server_context
 from headwater.server.jetstream.versioning import ADVERTISED_SERVER_VERSION, PROTOCOL_VERSION
 from headwater.server.protocol import encoder
 
@@ -68,6 +69,8 @@ class Cluster:
         """Configured route URL -> the server id it reached (``self`` for this server)."""
         self.configured = [parse_route_url(url) for url in self.settings.routes]
         self._stopping = False
+        self.tls_server = server_context(self.settings.tls)
+        self.tls_client = route_client_context(self.settings.tls)
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -76,8 +79,12 @@ class Cluster:
         loop = asyncio.get_running_loop()
         self.host = settings.host or self.server.settings.host or "0.0.0.0"
         port = 0 if settings.port < 0 else settings.port
+        tls: dict[str, Any] = {}
+        if self.tls_server is not None:
+            # Routes start TLS at once, before any INFO (nats-server's routes do too).
+            tls = {"ssl": self.tls_server, "ssl_handshake_timeout": self.settings.tls.timeout}
         self._listener = await loop.create_server(
-            self._accepted, sock=listen_socket(self.host, port), backlog=256
+            self._accepted, sock=listen_socket(self.host, port), backlog=256, **tls
         )
         sockets = self._listener.sockets or []
         self.port = sockets[0].getsockname()[1] if sockets else port
@@ -119,9 +126,17 @@ class Cluster:
         loop = asyncio.get_running_loop()
         route = RouteConnection(self, self.server.next_cid(), url)
         self.pending.add(route)
+        tls: dict[str, Any] = {}
+        if self.tls_client is not None:
+            tls = {
+                "ssl": self.tls_client,
+                "server_hostname": url.host,
+                "ssl_handshake_timeout": self.settings.tls.timeout,
+            }
         try:
             await asyncio.wait_for(
-                loop.create_connection(lambda: route, url.host, url.port), DIAL_TIMEOUT
+                loop.create_connection(lambda: route, url.host, url.port, **tls),
+                DIAL_TIMEOUT + (self.settings.tls.timeout if tls else 0.0),
             )
         except (OSError, TimeoutError) as exc:
             self.pending.discard(route)
@@ -184,7 +199,7 @@ class Cluster:
             "echo": True,
             "verbose": False,
             "pedantic": False,
-            "tls_required": False,
+            "tls_required": self.tls_client is not None,
             "headers": True,
             "name": self.server.server_id,
             "cluster": self.name,
@@ -390,6 +405,10 @@ class Cluster:
             info["cluster_dynamic"] = True
         if self.settings.auth_required:
             info["auth_required"] = True
+        if self.tls_server is not None:
+            info["tls_required"] = True
+            if self.settings.tls.verify:
+                info["tls_verify"] = True
         if self.settings.advertise:
             info["ip"] = f"nats-route://{self.settings.advertise}/"
         urls = self.own_client_urls()

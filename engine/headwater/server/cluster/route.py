@@ -36,6 +36,11 @@ GLOBAL_ACCOUNT = "$G"
 CLOCK_EVERY = 64
 
 
+def _plain(op: wire.RoutedOp) -> bool:
+    """An RMSG without reply, queue groups or headers."""
+    return op[0] == wire.MSG and not op[3] and not op[4] and op[5] is None
+
+
 class RemoteSubscription(Subscription):
     """Interest of a remote server: one per (subject, queue) and route."""
 
@@ -127,21 +132,34 @@ class RouteConnection(asyncio.Protocol):
     def _run_ops(self, ops: list[wire.RoutedOp], began: float) -> None:
         until = began + SLICE_S
         check_at = CLOCK_EVERY
-        for i, op in enumerate(ops):
+        count = len(ops)
+        i = 0
+        while i < count:
             if i >= check_at:
                 if time.perf_counter() >= until:
                     self._defer(ops[i:])
                     return
                 check_at = i + CLOCK_EVERY
-            try:
-                self._op(op)
-            except ProtocolError as exc:
-                self._protocol_error(exc)
-                return
+            op = ops[i]
+            j = i + 1
+            if op[0] == wire.MSG and self.registered and _plain(op):
+                # Plain messages in a row to one subject go through routing as one batch,
+                # as a client's PUBs do: one match, one write per subscriber.
+                while j < count and _plain(ops[j]) and ops[j][2] == op[2] and ops[j][1] == op[1]:
+                    j += 1
+            if j - i > 1:
+                self._on_msg_batch(op[1], op[2], [o[6] for o in ops[i:j]])
+            else:
+                try:
+                    self._op(op)
+                except ProtocolError as exc:
+                    self._protocol_error(exc)
+                    return
+            i = j
             if self.closed:
                 return
             if self._checking is not None:
-                self._hold(ops[i + 1 :])
+                self._hold(ops[i:])
                 return
 
     def _defer(self, rest: list[wire.RoutedOp]) -> None:
@@ -212,7 +230,10 @@ class RouteConnection(asyncio.Protocol):
         elif kind == wire.INFO:
             self._on_info(op[1])
         elif kind == wire.ERR:
-            log.error("rid:%d route error from %s: %s", self.cid, self.describe(), op[1])
+            # nats-server tries a route of its own for its system account first, and gives
+            # it up with this error when the peer does not pool: expected, not a fault.
+            level = logging.DEBUG if "dedicated route" in op[1] else logging.ERROR
+            log.log(level, "rid:%d route error from %s: %s", self.cid, self.describe(), op[1])
 
     def _on_connect(self, fields: dict[str, Any]) -> None:
         if self.solicited or self.connected:
@@ -299,6 +320,13 @@ class RouteConnection(asyncio.Protocol):
             return
         self.server.route_from_route(self, subject, reply, queues, hdr, payload, size)
 
+    def _on_msg_batch(self, account: str, subject: str, payloads: list[bytes]) -> None:
+        total = sum(map(len, payloads))
+        self.in_msgs += len(payloads)
+        self.in_bytes += total
+        if account == GLOBAL_ACCOUNT:
+            self.server.route_batch(self, subject, payloads, total)
+
     # --- outbound ------------------------------------------------------------------------
 
     def send_msg(
@@ -322,10 +350,22 @@ class RouteConnection(asyncio.Protocol):
         self.send_msg(subject, reply, (), hdr, payload)
 
     def deliver_batch(
-        self, sub: Subscription, subject: str, payloads: list[bytes], total: int
+        self, sub: Subscription | None, subject: str, payloads: list[bytes], total: int
     ) -> None:
-        for payload in payloads:
-            self.send_msg(subject, "", (), None, payload)
+        """Plain messages for the remote server in one write (``sub`` is not needed: a route
+        gets one RMSG per message whatever matched)."""
+        if self.closed or not self.registered:
+            return
+        lead = b"RMSG $G %s " % subject.encode()
+        size = len(payloads[0])
+        if total == size * len(payloads) and all(len(p) == size for p in payloads):
+            line = lead + b"%d\r\n" % size
+            data = line + (b"\r\n" + line).join(payloads) + b"\r\n"
+        else:
+            data = b"".join([lead + b"%d\r\n%s\r\n" % (len(p), p) for p in payloads])
+        self.out_msgs += len(payloads)
+        self.out_bytes += total
+        self.send(data)
 
     def send(self, data: bytes) -> None:
         if self.closed:

@@ -50,7 +50,11 @@ queue or None)``, ``(MSG, account, subject, reply, queues, header or None, paylo
 class RouteParser:
     """Incremental parser for what a remote server sends on a route."""
 
-    __slots__ = ("_buf", "_max_control_line", "_pending")
+    __slots__ = ("_buf", "_max_control_line", "_memo", "_pending")
+
+    #: Distinct RMSG control lines remembered: a route repeats the same few (same subject,
+    #: same size) under load, and skipping the split and decode halves the parse.
+    MEMO_SIZE = 256
 
     def __init__(self, max_control_line: int = 4096) -> None:
         self._buf = b""
@@ -58,6 +62,7 @@ class RouteParser:
         # (account, subject, reply, queues, header size or -1, total size) of an RMSG/HMSG
         # whose payload has not fully arrived.
         self._pending: tuple[str, str, str, tuple[str, ...], int, int] | None = None
+        self._memo: dict[bytes, tuple[str, str, str, tuple[str, ...], int, int]] = {}
 
     def feed(self, data: bytes) -> list[RoutedOp]:
         view = self._buf + data if self._buf else data
@@ -75,12 +80,19 @@ class RouteParser:
                         raise ProtocolError("maximum control line exceeded")
                     break
                 line_end = nl - 1 if nl > pos and view[nl - 1] == 13 else nl
-                op = self._control_line(view[pos:line_end])
+                line = view[pos:line_end]
                 pos = nl + 1
-                if op[0] != MSG:
-                    ops.append(op)
-                    continue
-                pending = op[1]
+                pending = self._memo.get(line) if line.startswith(b"RMSG ") else None
+                if pending is None:
+                    op = self._control_line(line)
+                    if op[0] != MSG:
+                        ops.append(op)
+                        continue
+                    pending = op[1]
+                    if line.startswith(b"RMSG "):
+                        if len(self._memo) >= self.MEMO_SIZE:
+                            self._memo.clear()
+                        self._memo[line] = pending
                 self._pending = pending
             total = pending[5]
             stop = pos + total

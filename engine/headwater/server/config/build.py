@@ -190,7 +190,7 @@ def make_settings(opts: dict[str, Any]) -> Settings:
         tls=TLSSettings(**groups["tls"]),
         jetstream=JetStreamSettings(**groups["jetstream"]),
         log=LogSettings(**groups["log"]),
-        cluster=ClusterSettings(**groups["cluster"]),
+        cluster=ClusterSettings(**groups["cluster"], tls=TLSSettings(**groups["cluster.tls"])),
     )
 
 

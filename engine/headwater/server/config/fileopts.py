@@ -392,24 +392,27 @@ class FileReader:
             raise error_at(entry.pos, f"{where}: duplicate nkey {public!r}")
         return NkeyUser(public)
 
-    def _tls(self, key: str, node: Node) -> None:
+    def _tls(self, key: str, node: Node, prefix: str = "tls") -> None:
+        """A ``tls {}`` block into ``<prefix>.*`` options: the client one, or the routes'
+        (``cluster { tls {} }``, where TLS-first is how routes always start)."""
         block = self._block(key, node)
         handlers: dict[str, Handler] = {
-            name: (lambda k, n, name=name: self._set(f"tls.{name}", self._str(k, n)))
+            name: (lambda k, n, name=name: self._set(f"{prefix}.{name}", self._str(k, n)))
             for name in ("cert_file", "key_file", "ca_file")
         }
-        handlers["verify"] = lambda k, n: self._set("tls.verify", self._bool(k, n))
-        handlers["timeout"] = lambda k, n: self._set("tls.timeout", self._seconds(k, n))
-        for name in ("handshake_first", "first", "immediate"):
-            handlers[name] = self._handshake_first
+        handlers["verify"] = lambda k, n: self._set(f"{prefix}.verify", self._bool(k, n))
+        handlers["timeout"] = lambda k, n: self._set(f"{prefix}.timeout", self._seconds(k, n))
+        if prefix == "tls":
+            for name in ("handshake_first", "first", "immediate"):
+                handlers[name] = self._handshake_first
         self._dispatch(block, f"{key}.", handlers, TLS_IGNORED, TLS_REFUSED)
         for name in ("cert_file", "key_file"):
-            if f"tls.{name}" not in self.opts:
+            if f"{prefix}.{name}" not in self.opts:
                 # nats-server would start without a certificate and fail every handshake;
                 # failing here says why.
                 raise error_at(node.pos, f"{key}: {name} is required to serve TLS")
         for name in ("cert_file", "key_file", "ca_file"):
-            path = self.opts.get(f"tls.{name}")
+            path = self.opts.get(f"{prefix}.{name}")
             if path is not None and (problem := unreadable(path)):
                 raise error_at(block[_key_for(block, name)].pos, f"{key}.{name}: {problem}")
 
@@ -518,6 +521,7 @@ class FileReader:
             "ping_max": lambda k, n: self._set("cluster.max_pings_out", self._count(k, n)),
             "pool_size": self._pool_size,
             "compression": self._route_compression,
+            "tls": lambda k, n: self._tls(k, n, prefix="cluster.tls"),
         }
         self._dispatch(block, f"{key}.", handlers, CLUSTER_IGNORED, CLUSTER_REFUSED)
 

@@ -73,7 +73,6 @@ JS_REFUSED = _reason("cipher key prev_key tpm", "encryption at rest")
 CLUSTER_IGNORED = _words("connect_backoff")
 #: Route settings Headwater does not implement: refused, never accepted and ignored.
 CLUSTER_REFUSED = {
-    "tls": "route TLS",
     "permissions": "route import/export permissions",
     "accounts": "per-account routes",
     "pinned_accounts": "per-account routes",

@@ -145,6 +145,10 @@ class ClusterSettings:
     """Seconds between PINGs on a route (nats-server caps routes at 30 s)."""
     max_pings_out: int = 2
     """Unanswered PINGs after which a route is stale and closed."""
+    tls: TLSSettings = field(default_factory=TLSSettings)
+    """Route TLS (``cluster { tls {} }``): the handshake starts as soon as a route connects,
+    as nats-server's routes do; ``verify`` demands the other server's certificate too. The
+    certificate is presented both ways, so it needs the server and client key usages."""
 
     @property
     def enabled(self) -> bool:

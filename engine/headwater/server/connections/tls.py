@@ -1,4 +1,5 @@
-"""Server-side TLS context from the ``--tls*`` flags or the ``tls {}`` block."""
+"""TLS contexts: the server side from the ``--tls*`` flags or a ``tls {}`` block, and the
+dialling side of a route (``cluster { tls {} }``)."""
 
 from __future__ import annotations
 
@@ -20,4 +21,21 @@ def server_context(settings: TLSSettings) -> ssl.SSLContext | None:
     if settings.verify:
         # tlsverify: a client without a certificate signed by the CA is refused.
         ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
+def route_client_context(settings: TLSSettings) -> ssl.SSLContext | None:
+    """The context a server dials its routes with: it presents the route certificate (the
+    other side may demand it) and checks the remote's against ``ca_file`` and the route URL's
+    host, as nats-server does."""
+    if not settings.enabled:
+        return None
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    assert settings.cert_file is not None and settings.key_file is not None
+    ctx.load_cert_chain(settings.cert_file, settings.key_file)
+    if settings.ca_file:
+        ctx.load_verify_locations(settings.ca_file)
+    else:
+        ctx.load_default_certs()
     return ctx
