@@ -2,20 +2,27 @@
 
 Used by the tests, the benchmarks and the demo, so all three run servers the same way a user
 does: through the real command line, waiting for the ``Server is ready`` log line.
+:class:`Cluster` (or :func:`start_cluster`) runs N of them, of one kind or mixed, as one
+cluster meshed through routes, and waits on each server's ``/routez`` until it has formed.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from headwater.server.watchdog import STALL_MARKER
 
@@ -63,6 +70,10 @@ class ServerProcess:
     @property
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
     def command(self) -> list[str]:
         if self.kind == "nats":
@@ -183,3 +194,234 @@ def wait_for(predicate: object, timeout: float = 5.0, interval: float = 0.02) ->
             return True
         time.sleep(interval)
     return False
+
+
+# --- Clusters ---------------------------------------------------------------------------------
+#
+# A cluster is N ServerProcesses, full mesh by gossip: every server listens for routes on a port
+# picked up front and all but the first (the seed) solicit the seed with ``--routes``; the seed
+# then tells each newcomer about the others. Route URLs must be known before any server starts,
+# hence the ports are chosen here rather than with ``--cluster nats://127.0.0.1:-1``.
+
+_ROUTE_LISTEN = re.compile(rb"Listening for route connections on (?:\[[^\]]*\]|[^\s:]+):(\d+)")
+_IN_USE = re.compile(rb"address already in use", re.I)
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports that were free a moment ago (bound to port 0, read, closed).
+
+    All sockets stay open until the last is bound so the kernel hands out distinct ports; a port
+    can still be taken before the server binds it, which :meth:`Cluster.start` retries.
+    """
+    socks = []
+    try:
+        for _ in range(n):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((host, 0))
+            socks.append(sock)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def monitor_json(port: int, path: str, timeout: float = 2.0) -> dict[str, Any]:
+    """GET ``http://127.0.0.1:<port><path>`` from a monitoring port, decoded from JSON."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as resp:
+        return json.loads(resp.read())  # type: ignore[no-any-return]
+
+
+class Cluster:
+    """N servers on 127.0.0.1 forming one cluster; ``kinds`` may mix headwater and nats-server.
+
+    Servers are addressed by position (``0`` is ``s1``, the seed). Each runs with ``-p -1``,
+    ``-m -1``, its own store directory, ``--server_name sI``, ``--cluster_name``,
+    ``--cluster nats://127.0.0.1:<port>`` and, except the seed, ``--routes`` to the seed.
+    JetStream stays off unless asked for. ``with Cluster(...) as c:`` starts the servers and
+    waits until the mesh is complete; leaving the block stops them and removes their files.
+    """
+
+    def __init__(
+        self,
+        kinds: str | Sequence[str] = "headwater",
+        n: int = 3,
+        *,
+        name: str = "hwtest",
+        args: Sequence[str] = (),
+        jetstream: bool = False,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.kinds = [kinds] * n if isinstance(kinds, str) else list(kinds)
+        self.name = name
+        self.names = [f"s{i + 1}" for i in range(len(self.kinds))]
+        self.cluster_ports = [0] * len(self.kinds)
+        self._args = list(args)
+        self._jetstream = jetstream
+        self._env = env
+        self.servers: list[ServerProcess] = []
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    @property
+    def urls(self) -> list[str]:
+        """Client URLs, in server order."""
+        return [srv.url for srv in self.servers]
+
+    def route_url(self, i: int) -> str:
+        return f"nats://127.0.0.1:{self.cluster_ports[i]}"
+
+    def _server_args(self, i: int) -> list[str]:
+        args = ["-m", "-1", "--server_name", self.names[i], "--cluster_name", self.name]
+        args += ["--cluster", self.route_url(i)]
+        if i > 0:
+            args += ["--routes", self.route_url(0)]
+        return args + self._args
+
+    def start(self, timeout: float = 20.0, attempts: int = 3) -> Cluster:
+        """Start every server (seed first) and wait until each listens for routes.
+
+        A cluster port taken between :func:`free_ports` and the server's bind makes that
+        server exit with "address already in use"; it is retried on a new port, ``attempts``
+        times at most. The seed starts first, so its port is settled before anyone dials it.
+        """
+        self.cluster_ports = free_ports(len(self.kinds))
+        try:
+            for i, kind in enumerate(self.kinds):
+                for attempt in range(attempts):
+                    srv = ServerProcess(
+                        kind, self._server_args(i), jetstream=self._jetstream, env=self._env
+                    )
+                    if self._start_one(srv, timeout):
+                        self.servers.append(srv)
+                        break
+                    srv.cleanup()
+                    if attempt == attempts - 1:
+                        raise RuntimeError(f"{self.names[i]}: cluster port stayed in use")
+                    self.cluster_ports[i] = free_ports(1)[0]
+        except BaseException:
+            self.cleanup()
+            raise
+        return self
+
+    def _start_one(self, srv: ServerProcess, timeout: float) -> bool:
+        """Start ``srv``; False when its cluster port was taken (the caller retries)."""
+        try:
+            srv.start(timeout)
+        except RuntimeError:
+            if _IN_USE.search(srv.log_path.read_bytes()):
+                return False
+            raise
+        # nats-server logs "Server is ready" before it binds the route port; a bind failure
+        # after that ends the process, so ready only counts once the route listener is up.
+        # That follows "ready" within milliseconds: a short wait keeps a server without
+        # clustering from holding a test for the whole start-up timeout.
+        deadline = time.monotonic() + min(timeout, 5.0)
+        assert srv.proc is not None
+        while time.monotonic() < deadline:
+            text = srv.log_path.read_bytes()[srv._offset :]
+            if _ROUTE_LISTEN.search(text):
+                return True
+            if srv.proc.poll() is not None:
+                if _IN_USE.search(text):
+                    return False
+                raise RuntimeError(f"{srv.kind} server exited:\n{text.decode(errors='replace')}")
+            time.sleep(0.02)
+        srv.stop()
+        raise TimeoutError(
+            f"{srv.kind} server never logged 'Listening for route connections':\n{srv.log()}"
+        )
+
+    def routez(self, i: int, query: str = "") -> dict[str, Any]:
+        return monitor_json(self.servers[i].http_port, "/routez" + query)
+
+    def varz(self, i: int) -> dict[str, Any]:
+        return monitor_json(self.servers[i].http_port, "/varz")
+
+    def pool_size(self, i: int) -> int:
+        """Routes server ``i`` opens per remote: /varz ``cluster.pool_size``, at least 1."""
+        pool = (self.varz(i).get("cluster") or {}).get("pool_size") or 0
+        return max(int(pool), 1)
+
+    def missing_routes(self, i: int) -> str:
+        """Why server ``i`` is not fully meshed yet ("" once it is), from /routez and /varz.
+
+        Every other running server must appear as ``remote_name``. nats-server 2.10+ also opens
+        a pool of routes per remote (``cluster.pool_size`` in /varz, 3 by default) plus one per
+        pinned account such as ``$SYS``; two servers use the smaller of their pool sizes (one
+        route to a server without pooling), and that many unpinned routes per remote are
+        required, so the subscriptions of ``$G`` have their route before a test starts.
+        """
+        up = {self.names[j]: j for j, s in enumerate(self.servers) if j != i and s.running}
+        routez = self.routez(i)
+        per_remote: dict[str, int] = {}
+        for route in routez.get("routes") or []:
+            if not route.get("account"):
+                name = route.get("remote_name", "")
+                per_remote[name] = per_remote.get(name, 0) + 1
+        if missing := set(up) - set(per_remote):
+            return f"{self.names[i]} has no route to {sorted(missing)} (routez: {routez})"
+        own = self.pool_size(i)
+        want = {name: min(own, self.pool_size(j)) for name, j in up.items()}
+        short = {r: f"{per_remote[r]}/{n}" for r, n in want.items() if per_remote[r] < n}
+        if short:
+            return f"{self.names[i]}: route pools not complete: {short}"
+        return ""
+
+    def wait_formed(self, timeout: float = 10.0) -> None:
+        """Poll every running server's /routez until each has a route to all the others."""
+        deadline = time.monotonic() + timeout
+        why = ""
+        while time.monotonic() < deadline:
+            try:
+                reasons = [self.missing_routes(i) for i, s in enumerate(self.servers) if s.running]
+                why = next((w for w in reasons if w), "")
+            except OSError as exc:  # a monitoring port not answering yet (or no /routez)
+                why = f"monitoring: {exc}"
+            if not why:
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"cluster {self.kinds} did not form within {timeout}s: {why}")
+
+    def kill(self, i: int) -> None:
+        """SIGKILL server ``i``: its routes drop without a goodbye, as in a crash."""
+        self.servers[i].kill()
+
+    def stop(self, i: int) -> None:
+        self.servers[i].stop()
+
+    def restart(self, i: int, timeout: float = 20.0) -> ServerProcess:
+        """Start server ``i`` again with its name, store, client and cluster ports."""
+        srv = self.servers[i]
+        srv.stop()
+        if srv.port and not any(a in ("-p", "--port") for a in srv.extra_args):
+            srv.extra_args += ["-p", str(srv.port)]
+        if not self._start_one(srv, timeout):
+            raise RuntimeError(f"{self.names[i]}: cluster port {self.cluster_ports[i]} in use")
+        return srv
+
+    def cleanup(self) -> None:
+        for srv in self.servers:
+            srv.cleanup()
+
+    def __enter__(self) -> Cluster:
+        if not self.servers:  # start_cluster() hands over a cluster that is already up
+            self.start()
+            try:
+                self.wait_formed()
+            except BaseException:
+                self.cleanup()
+                raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+
+def start_cluster(n: int = 3, kind: str | Sequence[str] = "headwater", **kwargs: Any) -> Cluster:
+    """A started, formed cluster: ``with start_cluster(3, "nats") as c: ...``.
+
+    Without ``with``, call ``cleanup()`` when done.
+    """
+    cluster = Cluster(kind, n, **kwargs)
+    return cluster.__enter__()

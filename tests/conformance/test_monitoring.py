@@ -263,3 +263,17 @@ async def test_field_names_and_types_match() -> None:
             await nc.close()
         for proc in procs:
             proc.cleanup()
+
+
+async def test_a_line_that_is_not_http_gets_400_at_once(monitored: ServerProcess) -> None:
+    """A NATS route dialling a monitoring port by mistake sends CONNECT and INFO lines, never
+    the blank line that ends an HTTP head: both servers answer 400 on the first line instead
+    of waiting (nats-server's route then logs a protocol violation and retries)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", monitored.http_port)
+    try:
+        writer.write(b'CONNECT {"verbose":false}\r\nINFO {"server_id":"x"}\r\n')
+        await writer.drain()
+        status = await asyncio.wait_for(reader.readline(), 2.0)
+        assert status.startswith(b"HTTP/1.1 400"), status
+    finally:
+        writer.close()

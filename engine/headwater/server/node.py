@@ -474,11 +474,11 @@ class Server:
 
         - a route gets one RMSG per message whatever number of its subscriptions match,
           naming the queue groups it is to pick a member of;
-        - a queue group prefers a member on this server, and only without one goes to a
-          server that has members (chosen by their weight);
+        - a queue group's member is picked among all its members in the cluster, a server's
+          chance being its number of members (its weight), as nats-server picks;
         - a message that came from a route goes to local subscribers only, and to the queue
-          groups it names (``queues``), falling back to another server's member when the
-          local one is gone.
+          groups it names (``queues``), falling back to another server's member when no
+          local one is left.
         """
         from_route = sender.kind == "route"
         no_echo = not sender.echo
@@ -498,20 +498,14 @@ class Server:
             queue = group[0].queue
             if queues is not None and queue not in queues:
                 continue
-            local = [
-                s
-                for s in group
-                if s.client.kind != "route" and not (no_echo and s.client is sender)
-            ]
-            if local:
-                sub = random.choice(local)
-                sub.client.deliver(sub, shown, reply, hdr, payload)
-                delivered += 1
+            chosen = _pick_member(group, sender, no_echo, from_route)
+            if chosen is None:
                 continue
-            remote = [s for s in group if s.client.kind == "route" and s.client is not sender]
-            if remote:
-                chosen = random.choices(remote, weights=[s.weight for s in remote])[0]
+            if chosen.client.kind == "route":
                 targets.setdefault(chosen.client, []).append(queue)  # type: ignore[arg-type]
+            else:
+                chosen.client.deliver(chosen, shown, reply, hdr, payload)
+                delivered += 1
         for route, names in targets.items():
             route.send_msg(subject, reply, names, hdr, payload)
             delivered += 1
@@ -564,6 +558,31 @@ class ReplyMemo:
                 self._entries = {}
             self._entries[prefix] = (ntoks, result)
         return result
+
+
+def _pick_member(
+    group: tuple[Subscription, ...], sender: Receiver, no_echo: bool, from_route: bool
+) -> Subscription | None:
+    """A queue group's member for one message while routes have interest. For a message
+    from a client: any member, local or another server's (each server weighing its number of
+    members). For a message from a route: a local member, another server's only if none is
+    left here."""
+    local: list[Subscription] = []
+    remote: list[Subscription] = []
+    for sub in group:
+        if sub.client.kind == "route":
+            if sub.client is not sender:
+                remote.append(sub)
+        elif not (no_echo and sub.client is sender):
+            local.append(sub)
+    if from_route:
+        if local:
+            return random.choice(local)
+        return random.choice(remote) if remote else None
+    if not local and not remote:
+        return None
+    weights = [1] * len(local) + [getattr(s, "weight", 1) for s in remote]
+    return random.choices(local + remote, weights=weights)[0]
 
 
 def _pick(group: tuple[Subscription, ...], sender: Receiver, no_echo: bool) -> Subscription | None:

@@ -224,7 +224,8 @@ class Cluster:
         ):
             return (
                 "Cluster Name Conflict",
-                f"cluster name {remote_cluster!r} does not match {self.name!r}",
+                f'Rejecting connection, cluster name "{remote_cluster}" does not match '
+                f'"{self.name}"',
             )
         if not settings.auth_required:
             return None
@@ -232,7 +233,7 @@ class Cluster:
             auth.AuthSettings(user=settings.user, password=settings.password), fields
         )
         if checked is None:
-            return ("Authorization Violation", "bad route credentials")
+            return ("Authorization Violation", "Authorization Violation")
         if isinstance(checked, auth.SecretCheck):
             return checked
         return None
@@ -271,11 +272,12 @@ class Cluster:
             and remote_cluster != self.name
             and not self._adopt_name(remote_cluster, bool(info.get("cluster_dynamic")))
         ):
+            # Worded as the accepting side words it, from the dialling side's view.
             log.error(
-                "Rejecting route %s: cluster name %r does not match %r",
+                'Rejecting route to %s, cluster name "%s" does not match "%s"',
                 route.describe(),
-                remote_cluster,
                 self.name,
+                remote_cluster,
             )
             route.close("Cluster Name Conflict")
             return
@@ -312,9 +314,7 @@ class Cluster:
 
     def _register(self, route: RouteConnection, info: dict[str, Any]) -> None:
         self.pending.discard(route)
-        route.registered = True
-        route.remote_info = info
-        route.connect_urls = _strings(info.get("connect_urls"))
+        route.register(info, _strings(info.get("connect_urls")))
         self.routes[route.remote_id] = route
         log.info(
             "Route connection created with %s (%s)",
@@ -380,9 +380,14 @@ class Cluster:
 
     def route_closed(self, route: RouteConnection) -> None:
         self.pending.discard(route)
+        log.info(
+            "rid:%d Router connection to %s closed: %s",
+            route.cid,
+            route.describe(),
+            route.close_reason,
+        )
         if route.registered and self.routes.get(route.remote_id) is route:
             del self.routes[route.remote_id]
-            log.info("Route connection to %s closed: %s", route.describe(), route.close_reason)
             self._clients_changed()
 
     # --- our side of the handshake -------------------------------------------------------

@@ -113,6 +113,24 @@ class RouteConnection(asyncio.Protocol):
             settings = cluster.settings
             self._arm("auth", settings.auth_timeout, self._auth_timeout)
         self._arm("ping", cluster.settings.ping_interval, self._ping_timer)
+        # A peer that never completes the handshake (not a NATS server, or stuck) is closed
+        # instead of holding a route slot and its dialling loop forever.
+        self._arm("handshake", 2 * cluster.settings.auth_timeout, self._handshake_timeout)
+
+    def register(self, info: dict[str, Any], connect_urls: list[str]) -> None:
+        """The cluster accepted this route: it now carries interest and messages."""
+        self.registered = True
+        self.remote_info = info
+        self.connect_urls = connect_urls
+        self._disarm("handshake")
+
+    def _handshake_timeout(self) -> None:
+        self._timers.pop("handshake", None)
+        if not self.registered and not self.closed:
+            log.error(
+                "rid:%d route %s: no INFO within the handshake time", self.cid, self.describe()
+            )
+            self.close("Stale Connection")
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -255,15 +273,17 @@ class RouteConnection(asyncio.Protocol):
         if self.closed or done.cancelled():
             return
         if done.result() is None:
-            self._refuse("Authorization Violation", "bad route credentials")
+            self._refuse("Authorization Violation", "Authorization Violation")
             return
         self.connected = True
         self._disarm("auth")
         self._resume()
 
     def _refuse(self, reason: str, text: str) -> None:
-        log.error("rid:%d route from %s refused: %s", self.cid, self.describe(), text)
-        self.send_err(reason)
+        """Refuse an accepted route: ``text`` goes to the log and, as ``-ERR``, to the
+        dialling server (which logs it too); ``reason`` is the close reason."""
+        log.error("rid:%d route from %s: %s", self.cid, self.describe(), text)
+        self.send_err(text)
         self.close(reason)
 
     def _on_info(self, info: dict[str, Any]) -> None:
@@ -438,10 +458,10 @@ class RouteConnection(asyncio.Protocol):
     # --- lifecycle -----------------------------------------------------------------------
 
     def _protocol_error(self, exc: ProtocolError) -> None:
-        log.error("rid:%d route %s: protocol error: %s", self.cid, self.describe(), exc)
+        log.error("rid:%d Router parser ERROR on %s: %s", self.cid, self.describe(), exc)
         if exc.text is not None:
             self.send_err(exc.text)
-        self.close("Parse Error")
+        self.close("Protocol Violation")
 
     def describe(self) -> str:
         name = self.remote_name or self.remote_id

