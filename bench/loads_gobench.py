@@ -103,16 +103,20 @@ def gobench(
     size: int,
     extra: list[str] | None = None,
     timeout: float = 180,
+    sub_url: str | None = None,
 ) -> tuple[Throughput, str]:
     """Run one gobench scenario; returns the run and the client library.
 
-    ``extra`` carries scenario flags such as ``-storage memory`` or ``-window 256``.
+    ``extra`` carries scenario flags such as ``-storage memory`` or ``-window 256``;
+    ``sub_url`` puts core_pubsub's subscriber on another server of a cluster (``-sub-url``).
     """
+    where = ["-sub-url", sub_url] if sub_url is not None else []
     done = subprocess.run(
         [
             str(binary),
             "-url",
             url,
+            *where,
             "-scenario",
             scenario,
             "-msgs",

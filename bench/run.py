@@ -1,13 +1,16 @@
 """Benchmark headwater-server against nats-server, both in the same run, with ratios.
 
-    python bench/run.py [--quick] [--only core|latency|conns|js|consumers] [--json out.json]
+    python bench/run.py [--quick] [--only core|latency|conns|js|consumers|cluster]
+                        [--json out.json]
 
 Scenarios (issue 2): core publish and pub/sub with 16-byte payloads (gobench and nats-py as
 loads), request/reply latency (nats-py), and 5,000 idle connections (server RSS). Every ratio
 is headwater / nats-server. Issue 3 adds JetStream (``--only js``, bench/js_scenarios.py): async
 publish with file storage in two durability modes and with memory storage, pull fetch, and a
 stream holding many messages (RSS, restart time). Issue 4 adds consumers (``--only consumers``,
-bench/consumer_bench.py): ordered push replay and publish with many idle durables. Figures
+bench/consumer_bench.py): ordered push replay and publish with many idle durables. Issue 17
+adds clusters (``--only cluster``, bench/cluster_bench.py): pub/sub across a route and the
+time a 3-server cluster takes to form. Figures
 are printed, never asserted: speed on a shared 2-core machine is noisy, which is why both
 servers are measured side by side.
 """
@@ -23,6 +26,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import cluster_bench
 import consumer_bench
 import js_scenarios
 import report
@@ -30,7 +34,7 @@ import scenarios
 from results import Measure
 from servers import nats_server_version, raise_fd_limit
 
-GROUPS = ("core", "latency", "conns", "js", "consumers")
+GROUPS = ("core", "latency", "conns", "js", "consumers", "cluster")
 
 
 def source_revision() -> str:
@@ -105,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         measures += js_scenarios.jetstream(plan, machine)
     if "consumers" in groups:
         measures += consumer_bench.consumers(plan)
+    if "cluster" in groups:
+        measures += cluster_bench.cluster(plan, machine)
 
     report.render(measures, machine)
     if args.json:

@@ -41,27 +41,34 @@ class Plan:
     consumer_replay_msgs: int  # messages an ordered push consumer replays (issue 4)
     consumer_pub_msgs: int  # acked publishes per run, with and without idle durables
     idle_consumers: int  # idle durable consumers on the stream for the second publish row
+    cluster_gobench_msgs: int  # gobench pub/sub across a route (issue 17)
+    cluster_natspy_msgs: int  # nats-py pub/sub across a route
+    formation_repeats: int  # 3-server clusters started per server kind, for the formation time
 
 
 FULL = Plan("full", gobench_msgs=2_000_000, natspy_msgs=300_000, requests=10_000,
             latency_rounds=10, idle_conns=IDLE_TARGET_CONNS, repeats=3, js_msgs=300_000,
             js_durable_msgs=30_000, js_fetch_msgs=50_000, js_stored_msgs=2_000_000,
             store_bench_msgs=2_000_000, consumer_replay_msgs=100_000, consumer_pub_msgs=100_000,
-            idle_consumers=1_000)  # fmt: skip
+            idle_consumers=1_000, cluster_gobench_msgs=1_000_000, cluster_natspy_msgs=200_000,
+            formation_repeats=3)  # fmt: skip
 QUICK = Plan("quick", gobench_msgs=100_000, natspy_msgs=20_000, requests=400,
              latency_rounds=2, idle_conns=500, repeats=1, js_msgs=20_000, js_durable_msgs=2_000,
              js_fetch_msgs=5_000, js_stored_msgs=50_000, store_bench_msgs=50_000,
-             consumer_replay_msgs=5_000, consumer_pub_msgs=5_000, idle_consumers=50)  # fmt: skip
+             consumer_replay_msgs=5_000, consumer_pub_msgs=5_000, idle_consumers=50,
+             cluster_gobench_msgs=100_000, cluster_natspy_msgs=20_000,
+             formation_repeats=1)  # fmt: skip
 
 # A load takes the server URL and a message count.
 Load = Callable[[str, int], Throughput]
 
 
-def _order(rep: int) -> tuple[str, ...]:
+def alternate(rep: int) -> tuple[str, ...]:
+    """The order of the servers in repeat ``rep``: headwater first in even repeats."""
     return KINDS if rep % 2 == 0 else tuple(reversed(KINDS))
 
 
-def _best(runs: list[Throughput]) -> int:
+def best_index(runs: list[Throughput]) -> int:
     """Index of the fastest run."""
     return max(range(len(runs)), key=lambda i: runs[i].msgs_per_s)
 
@@ -87,13 +94,13 @@ def _throughput(
         for kind in KINDS:  # warm-up: connections, caches, the allocator's arenas
             load(servers[kind].url, max(1000, msgs // 10))
         for rep in range(plan.repeats):
-            for kind in _order(rep):
+            for kind in alternate(rep):
                 pid = pid_of(servers[kind])
                 cpu_before = cpu_seconds(pid)
                 run = load(servers[kind].url, msgs)
                 runs[kind].append(run)
                 busy[kind].append((cpu_seconds(pid) - cpu_before) / run.seconds)
-    best_run = {kind: _best(runs[kind]) for kind in KINDS}
+    best_run = {kind: best_index(runs[kind]) for kind in KINDS}
     best = {kind: runs[kind][best_run[kind]].msgs_per_s for kind in KINDS}
     notes = [
         f"{LABELS[kind]}: {sum(not r.ok for r in runs[kind])}/{len(runs[kind])} runs lost msgs"
@@ -181,7 +188,7 @@ def request_reply(plan: Plan) -> list[Measure]:
     per_round = plan.requests // plan.latency_rounds
     with running_both() as servers:
         for rnd in range(plan.latency_rounds):
-            for kind in _order(rnd):
+            for kind in alternate(rnd):
                 got = latency.request_reply(servers[kind].url, per_round, SIZE)
                 samples[kind].extend(got.samples_us)
     for values in samples.values():

@@ -8,7 +8,10 @@
 // Scenarios (payloads of -size zero bytes):
 //
 //	core_pub      -msgs publishes on gobench.core, no subscriber, then a flush
-//	core_pubsub   the same with a subscriber on a second connection; counts what arrives
+//	core_pubsub   the same with a subscriber on a second connection; counts what arrives.
+//	              -sub-url puts the subscriber on another server of a cluster (default -url):
+//	              the run then starts once a probe published at -url arrives there, so the
+//	              subscription's interest has crossed the route before the clock starts
 //	js_pub_async  stream GOBENCH (gobench.js, -storage), async publishes, -window in flight
 //	js_fetch      preloads GOBENCH, then durable pull consumer GOPULL fetches -batch and acks
 //
@@ -35,9 +38,11 @@ import (
 
 const (
 	coreSubject = "gobench.core"
-	jsSubject   = "gobench.js"
-	streamName  = "GOBENCH"
-	durableName = "GOPULL"
+	// core_pubsub with -sub-url: published until it crosses the route (awaitRemoteInterest).
+	probeSubject = "gobench.probe"
+	jsSubject    = "gobench.js"
+	streamName   = "GOBENCH"
+	durableName  = "GOPULL"
 	// core_pubsub: how far the publisher may run ahead of the subscriber. The server would
 	// otherwise cut the subscriber off as a slow consumer and the run would lose messages.
 	maxAhead = 100_000
@@ -47,6 +52,7 @@ const (
 
 type options struct {
 	url      string
+	subURL   string
 	scenario string
 	msgs     int
 	size     int
@@ -66,6 +72,7 @@ type outcome struct {
 func parseFlags() options {
 	var o options
 	flag.StringVar(&o.url, "url", nats.DefaultURL, "server URL")
+	flag.StringVar(&o.subURL, "sub-url", "", "core_pubsub: the subscriber's server URL (default -url)")
 	flag.StringVar(&o.scenario, "scenario", "core_pubsub",
 		"core_pub | core_pubsub | js_pub_async | js_fetch")
 	flag.IntVar(&o.msgs, "msgs", 100_000, "messages to publish")
@@ -75,7 +82,17 @@ func parseFlags() options {
 	flag.IntVar(&o.batch, "batch", 500, "js_fetch: messages per Fetch")
 	flag.IntVar(&o.replicas, "replicas", 1, "JetStream stream replicas")
 	flag.Parse()
+	if o.subURL == "" {
+		o.subURL = o.url
+	}
 	return o
+}
+
+// flagSet reports whether name was given on the command line (not merely defaulted).
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func (o options) validate() error {
@@ -92,6 +109,9 @@ func (o options) validate() error {
 		return errors.New("-batch must be at least 1")
 	case o.storage != "file" && o.storage != "memory":
 		return fmt.Errorf("-storage must be file or memory, not %q", o.storage)
+	case flagSet("sub-url") && o.scenario != "core_pubsub":
+		// Refused rather than ignored: only core_pubsub has a subscriber to place.
+		return fmt.Errorf("-sub-url applies to core_pubsub only, not %q", o.scenario)
 	}
 	return nil
 }
@@ -177,7 +197,7 @@ func corePub(o options) (outcome, error) {
 }
 
 func corePubSub(o options) (outcome, error) {
-	subConn, err := connect(o.url, "gobench-sub")
+	subConn, err := connect(o.subURL, "gobench-sub")
 	if err != nil {
 		return outcome{}, err
 	}
@@ -206,6 +226,11 @@ func corePubSub(o options) (outcome, error) {
 	}
 	if err := subConn.Flush(); err != nil { // the interest reached the server
 		return outcome{}, err
+	}
+	if o.subURL != o.url {
+		if err := awaitRemoteInterest(pubConn, subConn); err != nil {
+			return outcome{}, err
+		}
 	}
 
 	payload := make([]byte, o.size)
@@ -238,6 +263,37 @@ func corePubSub(o options) (outcome, error) {
 			progress = now
 		}
 	}
+}
+
+// awaitRemoteInterest returns once the publisher's server routes to the subscriber's server.
+// The subscriber's server announces subscriptions over the route in the order they were made,
+// so once a probe subscribed after the measured subscription gets a message published on the
+// other server, the measured subscription's interest has arrived there too.
+func awaitRemoteInterest(pubConn, subConn *nats.Conn) error {
+	probe, err := subConn.SubscribeSync(probeSubject)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = probe.Unsubscribe() }()
+	if err := subConn.Flush(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(idleLimit)
+	for time.Now().Before(deadline) {
+		if err := pubConn.Publish(probeSubject, nil); err != nil {
+			return err
+		}
+		if err := pubConn.Flush(); err != nil {
+			return err
+		}
+		if _, err := probe.NextMsg(50 * time.Millisecond); err == nil {
+			return nil
+		} else if !errors.Is(err, nats.ErrTimeout) {
+			return err
+		}
+	}
+	return fmt.Errorf("no route from %s to %s after %v", pubConn.ConnectedUrl(),
+		subConn.ConnectedUrl(), idleLimit)
 }
 
 // waitBehind blocks while the publisher is more than ahead messages past the subscriber.

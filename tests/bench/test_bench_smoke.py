@@ -45,6 +45,10 @@ SCENARIO_IDS = {
     "consumers.pub_idle0",
     "consumers.pub_idleN",
     "consumers.pub_kept",
+    # Clusters (issue 17)
+    "cluster_pubsub.gobench",
+    "cluster_pubsub.natspy",
+    "cluster.formation",
 }
 
 # Rows quoted from bench/store_bench.py, which measures headwater's file store alone: there is
