@@ -14,7 +14,9 @@ def feed_all(data: bytes) -> list[tuple]:
 
 
 def test_interest_lines() -> None:
-    ops = feed_all(b"RS+ $G foo\r\nRS+ $G bar.* workers 3\r\nRS- $G foo\r\nRS- $G bar.* workers\r\n")
+    ops = feed_all(
+        b"RS+ $G foo\r\nRS+ $G bar.* workers 3\r\nRS- $G foo\r\nRS- $G bar.* workers\r\n"
+    )
     assert ops == [
         (wire.SUB, "$G", "foo", None, 1),
         (wire.SUB, "$G", "bar.*", "workers", 3),
@@ -34,7 +36,19 @@ def test_interest_lines() -> None:
 )
 def test_routed_messages(line: bytes, reply: str, queues: tuple[str, ...]) -> None:
     (op,) = feed_all(line + b"\r\nhello\r\n")
-    assert op == (wire.MSG, "$G", "foo", reply, queues, None, b"hello")
+    if not reply and not queues:
+        assert op == (wire.BATCH, "$G", "foo", [b"hello"])
+    else:
+        assert op == (wire.MSG, "$G", "foo", reply, queues, None, b"hello")
+
+
+def test_plain_messages_in_a_row_to_one_subject_are_one_batch() -> None:
+    data = b"RMSG $G a 1\r\nx\r\nRMSG $G a 2\r\nyy\r\nRMSG $G b 1\r\nz\r\nRMSG $G a 1\r\nw\r\n"
+    assert feed_all(data) == [
+        (wire.BATCH, "$G", "a", [b"x", b"yy"]),
+        (wire.BATCH, "$G", "b", [b"z"]),
+        (wire.BATCH, "$G", "a", [b"w"]),
+    ]
 
 
 def test_routed_message_with_headers_and_queues() -> None:
@@ -66,7 +80,10 @@ def test_encoders_round_trip() -> None:
     ]
     for subject, reply, queues, h, payload in cases:
         (op,) = feed_all(wire.routed_msg("$G", subject, reply, queues, h, payload))
-        assert op == (wire.MSG, "$G", subject, reply, queues, h, payload)
+        if not reply and not queues and h is None:
+            assert op == (wire.BATCH, "$G", subject, [payload])
+        else:
+            assert op == (wire.MSG, "$G", subject, reply, queues, h, payload)
     assert feed_all(wire.sub("$G", "a.>", "q", 2) + wire.unsub("$G", "a.>", "q")) == [
         (wire.SUB, "$G", "a.>", "q", 2),
         (wire.UNSUB, "$G", "a.>", "q"),

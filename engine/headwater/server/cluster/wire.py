@@ -39,12 +39,14 @@ MSG = 7
 ERR = 8
 OK = 9
 IGNORED = 10
+BATCH = 11
 
 RoutedOp = tuple[Any, ...]
 """``(INFO, dict)``, ``(CONNECT, dict)``, ``(PING,)``, ``(PONG,)``, ``(ERR, text)``,
 ``(OK,)``, ``(SUB, account, subject, queue or None, weight)``, ``(UNSUB, account, subject,
-queue or None)``, ``(MSG, account, subject, reply, queues, header or None, payload)`` and
-``(IGNORED, verb)``."""
+queue or None)``, ``(MSG, account, subject, reply, queues, header or None, payload)``,
+``(BATCH, account, subject, [payload, ...])`` for plain messages in a row to one subject
+(no reply, queue groups or headers), and ``(IGNORED, verb)``."""
 
 
 class RouteParser:
@@ -98,14 +100,22 @@ class RouteParser:
             stop = pos + total
             if stop + 2 > end:
                 break
-            if view[stop : stop + 2] != b"\r\n":
+            if view[stop] != 13 or view[stop + 1] != 10:
                 raise ProtocolError(None, "routed message longer than its declared size")
             hsize = pending[4]
-            if hsize < 0:
-                hdr, payload = None, view[pos:stop]
+            if hsize < 0 and not pending[2] and not pending[3]:
+                # Plain messages (no reply, queues or headers) in a row to one subject are
+                # one BATCH operation, routed with one match and one write per subscriber.
+                last = ops[-1] if ops else None
+                if last is not None and last[0] == BATCH and last[1:3] == pending[:2]:
+                    last[3].append(view[pos:stop])
+                else:
+                    ops.append((BATCH, pending[0], pending[1], [view[pos:stop]]))
+            elif hsize < 0:
+                ops.append((MSG, *pending[:4], None, view[pos:stop]))
             else:
                 hdr, payload = view[pos : pos + hsize], view[pos + hsize : stop]
-            ops.append((MSG, pending[0], pending[1], pending[2], pending[3], hdr, payload))
+                ops.append((MSG, *pending[:4], hdr, payload))
             self._pending = None
             pos = stop + 2
         if pos < end:
@@ -250,6 +260,7 @@ def routed_msg(
 
 
 __all__ = [
+    "BATCH",
     "CONNECT",
     "ERR",
     "IGNORED",

@@ -1,0 +1,375 @@
+"""The server's handle on cluster metadata in etcd: a thin wrapper over ``aetcd``.
+
+What it adds to aetcd, and why:
+
+* **One key space per cluster.** Every key lives under ``/headwater/<cluster>/``; callers name
+  keys relative to it, so two Headwater clusters can share one external etcd.
+* **Several endpoints.** aetcd talks to one address; this client keeps one aetcd client per
+  member and moves to the next member when one is unreachable or has no leader, so losing the
+  local member does not lose the metadata while the others hold a quorum.
+* **Bounded time and one clear error.** Every call is bounded by ``timeout`` (all endpoints and
+  retries included) and fails with :class:`MetaUnavailable` when no member with a quorum
+  answered in time. Requests carry etcd's "require leader" flag, so a member cut off from its
+  quorum refuses at once instead of holding the request until etcd's own timeout; the caller
+  (the JetStream API) turns that into a clear refusal, never a hang.
+* **Leases kept alive** for server liveness (:meth:`MetaClient.register_server`), and a
+  **watch** that resumes on another member from the last revision it delivered.
+
+A write that timed out may or may not have been applied (the request may have reached the
+leader): only "unreachable" and "no leader" answers, which etcd gives before proposing, are
+retried on another member; a timeout is reported as :class:`MetaUnavailable` at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import urllib.parse
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+import aetcd
+
+log = logging.getLogger("headwater.server.meta")
+
+T = TypeVar("T")
+
+REQUIRE_LEADER = (("hasleader", "true"),)
+"""gRPC metadata (etcd's ``rpctypes.MetadataRequireLeaderKey``): fail fast without a leader."""
+
+CHANNEL_OPTIONS = {
+    # gRPC backs off reconnecting up to two minutes by default: a member that restarts would
+    # stay unusable long after it is back.
+    "grpc.initial_reconnect_backoff_ms": 100,
+    "grpc.min_reconnect_backoff_ms": 100,
+    "grpc.max_reconnect_backoff_ms": 1000,
+    # Notice a dead connection under a long-lived watch (etcd accepts pings every 5 s).
+    "grpc.keepalive_time_ms": 10_000,
+    "grpc.keepalive_timeout_ms": 5_000,
+}
+
+RETRY_PAUSE_S = 0.1
+"""Pause after every member refused once, doubled up to ``MAX_RETRY_PAUSE_S``."""
+MAX_RETRY_PAUSE_S = 1.0
+
+
+class MetaError(Exception):
+    """A metadata request etcd refused for another reason than availability (a bug)."""
+
+
+class MetaUnavailable(MetaError):
+    """No etcd member with a quorum answered within the timeout: the metadata cannot change."""
+
+
+class WatchCompacted(MetaError):
+    """The watch's start revision was compacted away: re-read the state, then watch again."""
+
+
+@dataclass(frozen=True)
+class MetaValue:
+    value: bytes
+    create_revision: int
+    mod_revision: int
+    lease: int = 0
+
+
+@dataclass(frozen=True)
+class MetaRange:
+    items: dict[str, MetaValue]
+    """Relative key -> value, in key order."""
+    revision: int
+    """The store revision the range was read at: watch from ``revision + 1`` to miss nothing."""
+
+
+@dataclass(frozen=True)
+class MetaEvent:
+    kind: Literal["put", "delete"]
+    key: str
+    value: bytes
+    revision: int
+
+
+MetaWatch = AsyncGenerator[MetaEvent, None]
+"""What :meth:`MetaClient.watch` returns: iterate it, ``aclose()`` it when done."""
+
+
+def parse_endpoint(url: str) -> tuple[str, int]:
+    """``http://host:port`` (or bare ``host:port``) -> (host, port); ValueError otherwise."""
+    parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
+    if parts.scheme not in ("http", "") or not parts.hostname or parts.port is None:
+        raise ValueError(f"etcd endpoint {url!r} is not http://host:port")
+    return parts.hostname, parts.port
+
+
+class MetaClient:
+    """Keys under ``/headwater/<cluster>/`` on the etcd members at ``endpoints``."""
+
+    def __init__(self, endpoints: Sequence[str], cluster: str, *, timeout: float = 5.0) -> None:
+        if not endpoints:
+            raise ValueError("no etcd endpoints")
+        self.endpoints = [parse_endpoint(url) for url in endpoints]
+        self.root = f"/headwater/{cluster}/"
+        self.timeout = timeout
+        self._clients: list[aetcd.Client | None] = [None] * len(self.endpoints)
+        self._current = 0
+        self._registrations: set[Registration] = set()
+
+    async def __aenter__(self) -> MetaClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Stops keep-alives (leases left to expire) and closes every channel."""
+        for registration in list(self._registrations):
+            await registration.stop(revoke=False)
+        for i, client in enumerate(self._clients):
+            self._clients[i] = None
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(client.close(), self.timeout)
+
+    def key(self, name: str) -> bytes:
+        return (self.root + name).encode()
+
+    # -- the key space ------------------------------------------------------------------------
+
+    async def put(self, name: str, value: bytes, *, lease: int = 0) -> int:
+        """Sets ``name``; returns the store revision of the write."""
+        reply = await self._call("put", lambda c: c.put(self.key(name), value, lease=lease))
+        return int(reply.header.revision)
+
+    async def get(self, name: str) -> MetaValue | None:
+        reply = await self._call("get", lambda c: c.get(self.key(name)))
+        return None if reply is None else _value(reply)
+
+    async def delete(self, name: str) -> bool:
+        """Removes ``name``; False when it did not exist."""
+        reply = await self._call("delete", lambda c: c.delete(self.key(name)))
+        return reply is not None
+
+    async def range(self, prefix: str = "") -> MetaRange:
+        """Every key starting with ``prefix`` (relative), and the revision they were read at."""
+        reply = await self._call("range", lambda c: c.get_prefix(self.key(prefix)))
+        cut = len(self.root)
+        items = {kv.key.decode()[cut:]: _value(kv) for kv in reply}
+        return MetaRange(items, int(reply.header.revision))
+
+    async def create(self, name: str, value: bytes, *, lease: int = 0) -> bool:
+        """Sets ``name`` only if it does not exist (one transaction); True when this call won.
+
+        The comparison is on the key's create revision (0 = absent), so of any number of
+        concurrent creators exactly one succeeds.
+        """
+        key = self.key(name)
+
+        async def txn(client: aetcd.Client) -> bool:
+            ok, _ = await client.transaction(
+                compare=[client.transactions.create(key) == 0],
+                success=[client.transactions.put(key, value, lease=lease)],
+                failure=[],
+            )
+            return bool(ok)
+
+        return await self._call("create", txn)
+
+    # -- leases -------------------------------------------------------------------------------
+
+    async def grant_lease(self, ttl: int) -> int:
+        lease = await self._call("lease", lambda c: c.lease(ttl))
+        return int(lease.id)
+
+    async def refresh_lease(self, lease_id: int) -> int:
+        """Renews ``lease_id``; returns its new TTL, 0 when it expired already."""
+        reply = await self._call("keep-alive", lambda c: c.refresh_lease(lease_id))
+        return int(reply.TTL) if reply is not None else 0
+
+    async def revoke_lease(self, lease_id: int) -> None:
+        await self._call("revoke", lambda c: c.revoke_lease(lease_id))
+
+    async def register_server(self, name: str, info: bytes, ttl: int) -> Registration:
+        """Puts ``servers/<name>`` under a lease of ``ttl`` seconds, kept alive until stopped.
+
+        The key disappears ``ttl`` seconds after the keep-alive stops (the server died, or lost
+        every etcd member): that is how the others learn a server is gone.
+        """
+        registration = Registration(self, f"servers/{name}", info, ttl)
+        await registration.start()
+        self._registrations.add(registration)
+        return registration
+
+    # -- watch --------------------------------------------------------------------------------
+
+    async def watch(self, prefix: str = "", start_revision: int | None = None) -> MetaWatch:
+        """Changes to keys starting with ``prefix``, from ``start_revision`` (else from now).
+
+        "Now" is fixed when this returns, before the first event is awaited: a change made
+        after this call is delivered. Iterate the result and ``aclose()`` it (or use
+        ``contextlib.aclosing``). When the member serving the watch goes away the watch
+        resumes on another from the revision after the last event, so no change is missed or
+        repeated; :class:`MetaUnavailable` when no member took it back within ``timeout``.
+        """
+        if start_revision is None:
+            start_revision = (await self.range(prefix)).revision + 1
+        return self._watch(self.key(prefix), start_revision)
+
+    async def _watch(self, key: bytes, next_revision: int) -> MetaWatch:
+        cut = len(self.root)
+        failing_since: float | None = None
+        pause = RETRY_PAUSE_S
+        loop = asyncio.get_running_loop()
+        while True:
+            index = self._current
+            client = await self._client(index)
+            watch = None
+            try:
+                watch = await asyncio.wait_for(
+                    client.watch_prefix(key, start_revision=next_revision), self.timeout
+                )
+                failing_since, pause = None, RETRY_PAUSE_S
+                async for event in watch:
+                    kv = event.kv
+                    next_revision = kv.mod_revision + 1
+                    kind: Literal["put", "delete"] = "put" if event.kind == "PUT" else "delete"
+                    yield MetaEvent(kind, kv.key.decode()[cut:], kv.value, kv.mod_revision)
+                return  # cancelled: the client was closed
+            except aetcd.RevisionCompactedError as exc:
+                raise WatchCompacted(str(exc)) from exc
+            except (aetcd.ClientError, TimeoutError) as exc:
+                now = loop.time()
+                failing_since = failing_since if failing_since is not None else now
+                if now - failing_since >= self.timeout:
+                    raise MetaUnavailable(f"etcd watch: {self._describe(exc)}") from exc
+                log.debug("etcd watch lost on %s: %s", self.endpoints[index], exc)
+                self._advance(index)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, MAX_RETRY_PAUSE_S)
+            finally:
+                if watch is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(watch.cancel(), 1.0)
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    async def _client(self, index: int) -> aetcd.Client:
+        client = self._clients[index]
+        if client is None:
+            host, port = self.endpoints[index]
+            client = aetcd.Client(host, port, timeout=self.timeout, options=CHANNEL_OPTIONS)
+            await client.connect()  # opens a channel object only: no network round trip
+            # aetcd sends ``metadata`` with every call and hands it to its watcher at connect:
+            # both get etcd's require-leader flag (see REQUIRE_LEADER).
+            client.metadata = REQUIRE_LEADER
+            watcher = getattr(client, "_watcher", None)
+            if watcher is not None and hasattr(watcher, "_metadata"):
+                watcher._metadata = REQUIRE_LEADER
+            self._clients[index] = client
+        return client
+
+    def _advance(self, failed: int) -> None:
+        if self._current == failed:
+            self._current = (failed + 1) % len(self.endpoints)
+
+    async def _call(self, what: str, op: Any) -> Any:
+        """``op(client)`` on the current member, moving on while members refuse, within timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
+        pause = RETRY_PAUSE_S
+        refused = 0
+        while True:
+            remaining = deadline - loop.time()
+            index = self._current
+            try:
+                if remaining <= 0:
+                    raise TimeoutError
+                client = await self._client(index)
+                return await asyncio.wait_for(op(client), remaining)
+            except aetcd.ConnectionFailedError as exc:
+                # Unreachable, no leader, leader changed: refused before anything was proposed.
+                self._advance(index)
+                refused += 1
+                if deadline - loop.time() <= pause:
+                    raise MetaUnavailable(f"etcd {what}: {self._describe(exc)}") from exc
+                if refused % len(self.endpoints) == 0:
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, MAX_RETRY_PAUSE_S)
+            except (aetcd.ConnectionTimeoutError, TimeoutError) as exc:
+                raise MetaUnavailable(
+                    f"etcd {what}: no answer within {self.timeout:g} s ({self._describe(exc)})"
+                ) from exc
+            except aetcd.ClientError as exc:
+                raise MetaError(f"etcd {what}: {exc}") from exc
+
+    def _describe(self, exc: BaseException) -> str:
+        members = ", ".join(f"{host}:{port}" for host, port in self.endpoints)
+        detail = str(exc) or type(exc).__name__
+        return f"{detail} (members {members})"
+
+
+class Registration:
+    """A key held under a lease that a background task keeps alive."""
+
+    def __init__(self, meta: MetaClient, name: str, value: bytes, ttl: int) -> None:
+        self.meta = meta
+        self.name = name
+        self.value = value
+        self.ttl = ttl
+        self.lease_id = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self._grant()
+        self._task = asyncio.get_running_loop().create_task(
+            self._keep_alive(), name=f"etcd-lease:{self.name}"
+        )
+
+    async def _grant(self) -> None:
+        lease_id = await self.meta.grant_lease(self.ttl)
+        await self.meta.put(self.name, self.value, lease=lease_id)
+        self.lease_id = lease_id
+
+    async def _keep_alive(self) -> None:
+        # A third of the TTL: two renewals can fail (a leader election) before the key goes.
+        interval = max(self.ttl / 3, 0.2)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                if await self.meta.refresh_lease(self.lease_id) <= 0:
+                    # Expired while etcd was out of reach: the key is gone, so write it again.
+                    log.warning("etcd lease of %s expired; registering again", self.name)
+                    await self._grant()
+            except MetaError as exc:
+                log.warning("etcd keep-alive of %s failed: %s", self.name, exc)
+
+    async def stop(self, *, revoke: bool = True) -> None:
+        """Stops the keep-alive; ``revoke`` deletes the key now, else it goes after the TTL."""
+        self.meta._registrations.discard(self)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if revoke and self.lease_id:
+            with contextlib.suppress(MetaError):
+                await self.meta.revoke_lease(self.lease_id)
+
+
+def _value(kv: Any) -> MetaValue:
+    return MetaValue(kv.value, kv.create_revision, kv.mod_revision, kv.lease)
+
+
+__all__ = [
+    "MetaClient",
+    "MetaError",
+    "MetaEvent",
+    "MetaRange",
+    "MetaUnavailable",
+    "MetaValue",
+    "MetaWatch",
+    "Registration",
+    "WatchCompacted",
+    "parse_endpoint",
+]
