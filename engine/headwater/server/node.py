@@ -132,12 +132,14 @@ class Server:
         if settings.pid_file:
             with open(settings.pid_file, "w") as fh:
                 fh.write(str(os.getpid()))
+        if self.cluster is not None:
+            # Before the services: clustered JetStream derives its etcd ports from the
+            # route port, which may be picked at random.
+            await self.cluster.start()
         for service in self.services:
             await service.start()
         host = settings.host or "0.0.0.0"
         log.info("Listening for client connections on %s", join_host_port(host, self.port))
-        if self.cluster is not None:
-            await self.cluster.start()
         if self.tls_context is not None:
             log.info("TLS required for client connections")
         self.ready = True

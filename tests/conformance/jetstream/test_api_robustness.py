@@ -274,12 +274,13 @@ async def test_many_filter_subjects_consumer_create_is_quick(headwater: ServerPr
 
 
 @pytest.mark.parametrize("args", [["--cluster", "nats://127.0.0.1:-1"], ["--routes", ""]])
-def test_cluster_settings_are_announced_as_ignored(args: list[str]) -> None:
+def test_cluster_flags_start_a_route_listener(args: list[str]) -> None:
+    """--cluster listens for routes (docs/CLUSTERING.md); an empty --routes configures
+    nothing."""
     srv = ServerProcess("headwater", args=args)
     srv.start()
     try:
-        warned = "clustering is not supported yet" in srv.log()
-        # An empty --routes configures nothing, so nothing needs saying.
-        assert warned == (args[0] == "--cluster"), srv.log()
+        listening = "Listening for route connections on 127.0.0.1:" in srv.log()
+        assert listening == (args[0] == "--cluster"), srv.log()
     finally:
         srv.cleanup()

@@ -364,7 +364,6 @@ def test_keys_that_would_weaken_protection_are_refused(conf, text: str, feature:
         ("mqtt { port: 1883 }", "mqtt"),
         ("syslog: true", "syslog"),
         ("max_subs: 100", "max_subs"),
-        ("server_tags: [a, b]", "server_tags"),
         ("cluster { connect_backoff: true }", "cluster.connect_backoff"),
         ("jetstream { unique_tag: az }", "jetstream.unique_tag"),
         ("tls { cert_file: cert.pem, key_file: key.pem, cipher_suites: [x] }", "tls.cipher_suites"),
@@ -414,3 +413,10 @@ def test_integer_intervals_count_seconds(conf) -> None:
     assert conf("ping_interval: 45\n").settings.ping_interval == 45.0
     # Unquoted 2m is the integer 2,000,000 in nats-server's grammar (m = mega), not minutes.
     assert conf("ping_interval: 2m\n").settings.ping_interval == 2_000_000.0
+
+
+def test_server_tags_and_an_external_etcd(conf) -> None:
+    loaded = conf("server_tags: [az:1, ssd]\ncluster { port: 6222, etcd: [http://e:2379] }\n")
+    assert loaded.settings.server_tags == ("az:1", "ssd")
+    assert loaded.settings.cluster.etcd == ("http://e:2379",)
+    assert conf('server_tags: "a, b"\n').settings.server_tags == ("a", "b")

@@ -119,6 +119,7 @@ class FileReader:
             "port": lambda k, n: self._set("port", self._checked_port(k, n, self._int(k, n))),
             "server_name": self._server_name,
             "client_advertise": lambda k, n: self._set("client_advertise", self._str(k, n)),
+            "server_tags": self._server_tags,
             "host": lambda k, n: self._set("host", self._str(k, n)),
             "net": lambda k, n: self._set("host", self._str(k, n)),
             "debug": lambda k, n: self._set("log.debug", self._bool(k, n)),
@@ -522,6 +523,7 @@ class FileReader:
             "pool_size": self._pool_size,
             "compression": self._route_compression,
             "tls": lambda k, n: self._tls(k, n, prefix="cluster.tls"),
+            "etcd": self._etcd_urls,
         }
         self._dispatch(block, f"{key}.", handlers, CLUSTER_IGNORED, CLUSTER_REFUSED)
 
@@ -539,6 +541,30 @@ class FileReader:
             "permissions": "route permissions",
         }
         self._dispatch(block, f"{key}.", handlers, frozenset(), refused)
+
+    def _server_tags(self, key: str, node: Node) -> None:
+        """``server_tags: [az:1, ssd]`` or ``"az:1, ssd"``: what stream placement tags match."""
+        if isinstance(node.value, str):
+            tags = [t.strip() for t in node.value.split(",")]
+        elif isinstance(node.value, list):
+            tags = [self._str(f"{key}[{i}]", item).strip() for i, item in enumerate(node.value)]
+        else:
+            raise self._type_error(key, node, "an array of tags")
+        self.opts["server_tags"] = tuple(t for t in tags if t)
+
+    def _etcd_urls(self, key: str, node: Node) -> None:
+        """``cluster { etcd: [http://host:2379] }``: use this etcd instead of running one."""
+        if not isinstance(node.value, list) or not node.value:
+            raise self._type_error(key, node, "a non-empty array of etcd URLs")
+        urls = []
+        for index, item in enumerate(node.value):
+            text = self._str(f"{key}[{index}]", item)
+            try:
+                parse_url(text, "etcd")
+            except ValueError as exc:
+                raise self._value_error(f"{key}[{index}]", item, str(exc)) from None
+            urls.append(text)
+        self.opts["cluster.etcd"] = tuple(urls)
 
     def _pool_size(self, key: str, node: Node) -> None:
         # Headwater routes one connection per server pair: what nats-server does with

@@ -31,7 +31,7 @@ TOP_IGNORED = _words(
     ocsp_cache allow_non_tls write_timeout resolver_tls resolver_preload
     resolver_pinned_accounts no_auth_user system_account system no_system_account no_system
     no_sys_acc no_header_support connect_error_reports reconnect_error_reports websocket ws
-    mqtt server_tags default_js_domain max_closed_clients no_fast_producer_stall
+    mqtt default_js_domain max_closed_clients no_fast_producer_stall
     server_metadata proxies feature_flags default_sentinel
     """
 )

@@ -145,6 +145,9 @@ class ClusterSettings:
     """Seconds between PINGs on a route (nats-server caps routes at 30 s)."""
     max_pings_out: int = 2
     """Unanswered PINGs after which a route is stale and closed."""
+    etcd: tuple[str, ...] = ()
+    """An existing etcd for the cluster's metadata (``cluster { etcd: [...] }``); empty, the
+    default, means each server runs its own member (docs/CLUSTERING.md)."""
     tls: TLSSettings = field(default_factory=TLSSettings)
     """Route TLS (``cluster { tls {} }``): the handshake starts as soon as a route connects,
     as nats-server's routes do; ``verify`` demands the other server's certificate too. The
@@ -173,6 +176,8 @@ class Settings:
     """Monitoring port (``-m``); 0 turns monitoring off, -1 picks a free port."""
     server_name: str = ""
     """Server name in INFO; empty means the server id, as in nats-server."""
+    server_tags: tuple[str, ...] = ()
+    """Tags stream placement (``placement { tags }``) matches, e.g. ``az:1``."""
     client_advertise: str | None = None
     """``host:port`` the other servers of a cluster give their clients for this one
     (``connect_urls``), instead of the listen address."""

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from headwater.server.connections.internal import InternalClient
 from headwater.server.protocol import headers
@@ -117,6 +117,9 @@ CONSUMER_ROUTES: tuple[Route, ...] = (
     ),
 )
 
+#: Handlers whose answer, in a cluster, gathers every server's (jetstream/clustered.py).
+GATHERED = frozenset({"stream_names", "stream_list", "account_info"})
+
 #: Second-level API namespaces we subscribe to (``DIRECT`` is left to the streams).
 NAMESPACES = ("STREAM", "META", "SERVER", "ACCOUNT")
 #: ``CONSUMER.<verb>`` namespaces we subscribe to. ``MSG`` is left out: each pull consumer
@@ -134,9 +137,23 @@ class Request:
     hdr: bytes | None
     body: bytes
     tokens: list[str]
+    forwarded: bool = False
+    """Sent on by another server of the cluster, which already decided it is ours."""
 
 
 Handler = Callable[[Request], Awaitable["dict[str, Any] | None"]]
+
+
+class Interceptor(Protocol):
+    """Decides, before a request is handled here, whether another server of the cluster
+    handles it (jetstream/clustered.py); told afterwards how a local handling went."""
+
+    async def intercept(self, route: Route, req: Request) -> bool:
+        """True when the request was answered or sent on: nothing more to do here."""
+        ...
+
+    async def handled(self, route: Route, req: Request, error: errors.ApiError | None) -> None: ...
+
 
 DEFAULT_QUEUE_LIMIT = 10_000
 """Requests that may wait for the API worker (nats-server's ``JSDefaultRequestQueueLimit``)."""
@@ -208,6 +225,8 @@ class ApiRouter:
         self.prefixes = prefixes
         self.queue_limit = queue_limit if queue_limit > 0 else DEFAULT_QUEUE_LIMIT
         self._on_dropped = on_dropped
+        self.interceptor: Interceptor | None = None
+        self._side_tasks: set[asyncio.Task[None]] = set()
         self._subs: list[Subscription] = []
         self._queue: collections.deque[tuple[Route, Request]] = collections.deque()
         self._ready = asyncio.Event()
@@ -237,6 +256,33 @@ class ApiRouter:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._worker
             self._worker = None
+
+    def submit(self, subject: str, reply: str, hdr: bytes | None, payload: bytes) -> None:
+        """A request another server sent on (its subject as the client sent it). Read-only
+        requests that servers ask each other for (names, lists, account totals) run at once
+        beside the queue: a server waiting on the others' answers in its worker must never
+        wait on a worker that waits on it."""
+        for prefix in self.prefixes:
+            if subject.startswith(prefix + "."):
+                tokens = subject.split(".")[prefix.count(".") + 1 :]
+                break
+        else:
+            return
+        route = match_route(tokens, self.routes)
+        if route is None:
+            return
+        req = Request(subject, reply, hdr, bytes(payload), tokens, forwarded=True)
+        if route.handler in GATHERED:
+            task = asyncio.get_running_loop().create_task(self._handle(route, req))
+            self._side_tasks.add(task)
+            task.add_done_callback(self._side_tasks.discard)
+        else:
+            self._enqueue(route, req)
+
+    async def local(self, route: Route, req: Request) -> dict[str, Any]:
+        """This server's own answer to ``req``, as its handler gives it (errors raised)."""
+        body = await self.handlers[route.handler](req)
+        return body or {}
 
     def _make_callback(self, depth: int) -> Callable[..., None]:
         def on_request(
@@ -277,13 +323,21 @@ class ApiRouter:
     async def _handle(self, route: Route, req: Request) -> None:
         error: errors.ApiError | None = None
         body: dict[str, Any] | None = None
+        interceptor = self.interceptor
         try:
             _check_api_level(req.hdr)
+            forwarding = interceptor is not None and not req.forwarded
+            if forwarding and await interceptor.intercept(route, req):  # type: ignore[union-attr]
+                return
             body = await self.handlers[route.handler](req)
+            if interceptor is not None:
+                await interceptor.handled(route, req, None)
             if body is None:
                 return
         except errors.ApiErrorException as exc:
             error = exc.error
+            if interceptor is not None:
+                await interceptor.handled(route, req, error)
         except Exception as exc:
             # A bug or an I/O failure we did not foresee: log it, and still answer the way
             # nats-server answers a failure of that operation, so no client waits for nothing.

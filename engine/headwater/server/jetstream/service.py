@@ -26,6 +26,7 @@ from . import errors, layout
 from .accountinfo import ApiStats, Resources, account_info
 from .advisories import API_LIMIT_ADVISORY, api_limit_reached_body, publish_stream_action
 from .api import CONSUMER_ROUTES, ROUTES, ApiRouter
+from .clustered import ClusteredJetStream
 from .registry import Claim, NameTaken, StreamRegistry
 from .replication import ReplicationManager
 from .snapshot import SNAPSHOT_ROUTES, SnapshotApi
@@ -76,10 +77,17 @@ class JetStreamService:
         self.consumers = ConsumerManager(self)
         self.templates = TemplateManager(self)
         self.replication = ReplicationManager(self)
+        self.clustered = ClusteredJetStream(self) if server.cluster is not None else None
+        """The cluster-wide API and placement, when this server is in a cluster."""
 
     @property
     def server_name(self) -> str:
         return self.server.name
+
+    @property
+    def cluster_name(self) -> str | None:
+        """The cluster's name in STREAM.INFO's ``cluster`` block, when clustered."""
+        return self.clustered.cluster.name if self.clustered is not None else None
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -116,6 +124,9 @@ class JetStreamService:
             on_dropped=self._api_requests_dropped,
         )
         self.router.start()
+        if self.clustered is not None:
+            self.router.interceptor = self.clustered
+            self.clustered.start()
         log.info("Took %.2fms to start JetStream", (time.perf_counter() - began) * 1000)
 
     def _api_requests_dropped(self, dropped: int) -> None:
@@ -125,6 +136,8 @@ class JetStreamService:
 
     async def stop(self) -> None:
         log.info("Initiating JetStream Shutdown...")
+        if self.clustered is not None:
+            await self.clustered.stop()
         if self.router is not None:
             await self.router.stop()
             self.router = None

@@ -196,6 +196,7 @@ class StreamApi:
         return info_for_request(
             stream,
             leader=svc.server_name,
+            cluster_name=svc.cluster_name,
             domain=svc.domain,
             deleted_details=details,
             subjects_filter=subjects,

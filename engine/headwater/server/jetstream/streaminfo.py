@@ -89,6 +89,7 @@ def info_for_request(
     *,
     leader: str,
     domain: str | None,
+    cluster_name: str | None = None,
     deleted_details: bool = False,
     subjects_filter: str = "",
     offset: int = 0,
@@ -114,7 +115,8 @@ def info_for_request(
     }
     if domain:
         body["domain"] = domain
-    body["cluster"] = {"leader": leader}
+    body["cluster"] = {"name": cluster_name} if cluster_name else {}
+    body["cluster"]["leader"] = leader
     body.update(replication_info(stream))
     body["ts"] = rfc3339(time.time_ns())
     return body
