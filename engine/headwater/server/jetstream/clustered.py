@@ -291,9 +291,10 @@ class ClusteredJetStream:
         if placed.server == self.name:
             return False
         peer = self.peers.get(placed.server)
-        if peer is None:
-            raise errors.CLUSTER_NOT_AVAIL.exc()  # its server is gone: the stream is offline
-        self._send_on(peer, req)
+        # Its server is gone (its lease ran out, or no route reaches it any more): the
+        # stream is offline until it returns.
+        if peer is None or not self._send_on(peer, req):
+            raise errors.CLUSTER_NOT_AVAIL.exc()
         return True
 
     async def handled(self, route: Route, req: Request, error: errors.ApiError | None) -> None:
@@ -345,12 +346,13 @@ class ClusteredJetStream:
         self.placements[stream] = placed
         return placed
 
-    def _send_on(self, peer: Peer, req: Request) -> None:
+    def _send_on(self, peer: Peer, req: Request, reply: str | None = None) -> bool:
+        """Send ``req`` on to ``peer``; False when no route to it carries the message."""
         client = self.service.client
         assert client is not None
-        client.publish(
-            f"{FORWARD_PREFIX}.{peer.server_id}.{req.subject}", req.body, req.reply, req.hdr
-        )
+        subject = f"{FORWARD_PREFIX}.{peer.server_id}.{req.subject}"
+        sent = client.publish(subject, req.body, req.reply if reply is None else reply, req.hdr)
+        return sent > 0
 
     def _forwarded(
         self, sub: Subscription, subject: str, reply: str, hdr: bytes | None, payload: bytes
@@ -375,10 +377,11 @@ class ClusteredJetStream:
             inbox = f"{GATHER_INBOX}.{self.server.server_id}.{next(self._inbox_ids)}"
             loop = asyncio.get_running_loop()
             done: asyncio.Future[list[dict[str, Any]]] = loop.create_future()
-            self._gathers[inbox] = (done, [], len(others))
-            body = _whole(req).body
-            for peer in others:
-                client.publish(f"{FORWARD_PREFIX}.{peer.server_id}.{req.subject}", body, inbox)
+            whole = _whole(req)
+            reached = [p for p in others if self._send_on(p, whole, reply=inbox)]
+            self._gathers[inbox] = (done, [], len(reached))
+            if not reached:
+                done.set_result([])
             try:
                 parts += await asyncio.wait_for(done, GATHER_TIMEOUT)
             except TimeoutError:
