@@ -288,8 +288,13 @@ class JetStreamService:
         return str(self.root)
 
     def health_error(self) -> str | None:
-        """Why ``/healthz`` should report JetStream unhealthy; None while it runs."""
-        return None if self.router is not None else "JetStream is not running"
+        """Why ``/healthz`` should report JetStream unhealthy; None while it runs (and, in a
+        cluster, once this server has joined the cluster's metadata in etcd)."""
+        if self.router is None:
+            return "JetStream is not running"
+        if self.clustered is not None and not self.clustered.ready:
+            return "JetStream has not established contact with the cluster metadata"
+        return None
 
     def varz(self) -> dict[str, Any]:
         """The ``jetstream`` section of ``/varz``: nats-server's ``config`` and ``stats``."""
