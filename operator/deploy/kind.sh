@@ -22,7 +22,10 @@ kubectl wait --for=condition=established --timeout=60s \
   crd/objectstores.headwater.io crd/streamtemplates.headwater.io \
   crd/kopfpeerings.kopf.dev crd/clusterkopfpeerings.kopf.dev
 kubectl apply -k "$root/operator/deploy"
-kubectl -n headwater rollout status statefulset/headwater --timeout=180s
+kubectl -n headwater rollout status statefulset/headwater --timeout=300s
+# Every engine pod ready: each has joined the cluster's metadata (its etcd member has a quorum).
+kubectl -n headwater wait --for=condition=Ready --timeout=120s \
+  pod/headwater-0 pod/headwater-1 pod/headwater-2
 kubectl -n headwater rollout status deployment/headwater-operator --timeout=180s
 
 kubectl -n default apply -f "$root/examples/orders/"

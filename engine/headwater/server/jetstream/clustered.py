@@ -44,7 +44,7 @@ import orjson
 
 from headwater.server.connections.listen import WILDCARD_HOSTS, join_host_port
 from headwater.server.meta.client import MetaClient, MetaError, MetaEvent
-from headwater.server.meta.etcdmember import EtcdMember
+from headwater.server.meta.etcdmember import EtcdError, EtcdMember
 from headwater.server.subscription import Subscription
 
 from . import errors
@@ -165,7 +165,9 @@ class ClusteredJetStream:
                 if not await member.wait_healthy(member.join_timeout):
                     raise MetaError("the etcd member did not become healthy")
                 break
-            except (MetaError, OSError, RuntimeError) as exc:
+            except (MetaError, EtcdError, OSError, RuntimeError) as exc:
+                # A peer's name that does not resolve yet (a pod still starting), a port in
+                # use, a quorum not formed: all pass with time, so keep trying.
                 log.error("JetStream cluster: etcd could not start: %s (retrying)", exc)
                 with contextlib.suppress(Exception):
                     await member.stop()
