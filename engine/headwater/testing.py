@@ -225,6 +225,39 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
             sock.close()
 
 
+def free_port_runs(n: int, span: int, host: str = "127.0.0.1", tries: int = 50) -> list[int]:
+    """``n`` ports P, each with P .. P + span - 1 free a moment ago (none overlapping).
+
+    A Headwater server with JetStream in a cluster runs an etcd member on its cluster port plus
+    1 and plus 2 (``headwater.server.meta.bootstrap``), so those must be free as well.
+    """
+    ports: list[int] = []
+    taken: set[int] = set()
+    for _ in range(tries * n):
+        if len(ports) == n:
+            break
+        (base,) = free_ports(1, host)
+        run = range(base, base + span)
+        if taken.intersection(run) or base + span > 65535:
+            continue
+        socks = []
+        try:
+            for port in run:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                socks.append(sock)
+                sock.bind((host, port))
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+        ports.append(base)
+        taken.update(run)
+    if len(ports) < n:
+        raise RuntimeError(f"no {n} runs of {span} free ports found")
+    return ports
+
+
 def monitor_json(port: int, path: str, timeout: float = 2.0) -> dict[str, Any]:
     """GET ``http://127.0.0.1:<port><path>`` from a monitoring port, decoded from JSON."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as resp:
@@ -239,6 +272,13 @@ class Cluster:
     ``--cluster nats://127.0.0.1:<port>`` and, except the seed, ``--routes`` to the seed.
     JetStream stays off unless asked for. ``with Cluster(...) as c:`` starts the servers and
     waits until the mesh is complete; leaving the block stops them and removes their files.
+
+    With ``jetstream=True`` every server lists every server in ``--routes`` (itself included,
+    which both servers ignore): nats-server refuses to run clustered JetStream on a server
+    without configured routes, and Headwater's etcd members bootstrap statically from a full
+    list. Its cluster ports then also have the next two ports free (Headwater's etcd member).
+    ``server_tags`` (one list per server) go into a config file per server (``host``,
+    ``port: -1`` and ``server_tags``), as nats-server has no command-line flag for them.
     """
 
     def __init__(
@@ -250,8 +290,13 @@ class Cluster:
         args: Sequence[str] = (),
         jetstream: bool = False,
         env: dict[str, str] | None = None,
+        server_tags: Sequence[Sequence[str]] | None = None,
     ) -> None:
         self.kinds = [kinds] * n if isinstance(kinds, str) else list(kinds)
+        if server_tags is not None and len(server_tags) != len(self.kinds):
+            raise ValueError("server_tags needs one list of tags per server")
+        self.server_tags = [list(t) for t in server_tags] if server_tags is not None else None
+        self._conf_dir: tempfile.TemporaryDirectory[str] | None = None
         self.name = name
         self.names = [f"s{i + 1}" for i in range(len(self.kinds))]
         self.cluster_ports = [0] * len(self.kinds)
@@ -274,9 +319,24 @@ class Cluster:
     def _server_args(self, i: int) -> list[str]:
         args = ["-m", "-1", "--server_name", self.names[i], "--cluster_name", self.name]
         args += ["--cluster", self.route_url(i)]
-        if i > 0:
+        if self._jetstream:
+            args += ["--routes", ",".join(self.route_url(j) for j in range(len(self.kinds)))]
+        elif i > 0:
             args += ["--routes", self.route_url(0)]
+        if self.server_tags is not None:
+            args += ["-c", str(self._config_file(i))]
         return args + self._args
+
+    def _config_file(self, i: int) -> Path:
+        """Server ``i``'s config file: its listen address and its ``server_tags``."""
+        if self._conf_dir is None:
+            self._conf_dir = tempfile.TemporaryDirectory(prefix="cluster-conf-")
+        assert self.server_tags is not None
+        path = Path(self._conf_dir.name) / f"{self.names[i]}.conf"
+        # -c stops ServerProcess adding -a/-p, so the file names them; a restart's -p wins.
+        tags = ", ".join(json.dumps(t) for t in self.server_tags[i])
+        path.write_text(f'host: "127.0.0.1"\nport: -1\nserver_tags: [{tags}]\n')
+        return path
 
     def start(self, timeout: float = 20.0, attempts: int = 3) -> Cluster:
         """Start every server (seed first) and wait until each listens for routes.
@@ -285,7 +345,10 @@ class Cluster:
         server exit with "address already in use"; it is retried on a new port, ``attempts``
         times at most. The seed starts first, so its port is settled before anyone dials it.
         """
-        self.cluster_ports = free_ports(len(self.kinds))
+        if self._jetstream:
+            self.cluster_ports = free_port_runs(len(self.kinds), 3)
+        else:
+            self.cluster_ports = free_ports(len(self.kinds))
         try:
             for i, kind in enumerate(self.kinds):
                 for attempt in range(attempts):
@@ -298,7 +361,10 @@ class Cluster:
                     srv.cleanup()
                     if attempt == attempts - 1:
                         raise RuntimeError(f"{self.names[i]}: cluster port stayed in use")
-                    self.cluster_ports[i] = free_ports(1)[0]
+                    if self._jetstream:
+                        self.cluster_ports[i] = free_port_runs(1, 3)[0]
+                    else:
+                        self.cluster_ports[i] = free_ports(1)[0]
         except BaseException:
             self.cleanup()
             raise
@@ -403,6 +469,9 @@ class Cluster:
     def cleanup(self) -> None:
         for srv in self.servers:
             srv.cleanup()
+        if self._conf_dir is not None:
+            self._conf_dir.cleanup()
+            self._conf_dir = None
 
     def __enter__(self) -> Cluster:
         if not self.servers:  # start_cluster() hands over a cluster that is already up

@@ -5,13 +5,23 @@ client's server: it subscribes a probe responder after them and requests the pro
 answers. Route protocol messages from one server to another travel in order on one connection
 (nats-server pins an account's traffic to one route of its pool), so once the probe's interest
 has arrived, every earlier one has too.
+
+For JetStream clusters: :func:`js_api` sends one ``$JS.API`` request and decodes the reply,
+:func:`wait_jetstream` waits until every server answers ``$JS.API.INFO`` without an error
+(nats-server's meta group elects its leader after the routes are up), and
+:func:`crash` kills a server together with the processes it started (Headwater's etcd member),
+as a machine or container failure would.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
+import os
+import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -21,7 +31,7 @@ from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 
-from headwater.testing import Cluster
+from headwater.testing import Cluster, ServerProcess
 
 KINDS = [
     pytest.param("nats", id="nats-server", marks=pytest.mark.differential),
@@ -141,3 +151,75 @@ async def drain_for(box: asyncio.Queue[Msg], seconds: float) -> list[Msg]:
     while not box.empty():
         got.append(box.get_nowait())
     return got
+
+
+async def js_api(nc: NATS, subject: str, body: Any = None, timeout: float = 2.0) -> dict[str, Any]:
+    """Send a ``$JS.API`` request (``body`` a dict, bytes or None) and decode its JSON reply."""
+    payload = json.dumps(body).encode() if isinstance(body, dict) else body or b""
+    msg = await nc.request(subject, payload, timeout=timeout)
+    reply: dict[str, Any] = json.loads(msg.data)
+    return reply
+
+
+async def wait_jetstream(cluster: Cluster, timeout: float = 15.0) -> None:
+    """Wait until each running server answers ``$JS.API.INFO`` without an error.
+
+    nats-server answers nothing (or 10008, "JetStream system temporarily unavailable") until
+    its meta group has a leader; Headwater until its etcd has formed.
+    """
+    deadline = time.monotonic() + timeout
+    for i, srv in enumerate(cluster.servers):
+        if not srv.running:
+            continue
+        nc = await connect(srv.url)
+        try:
+            last: object = None
+            while True:
+                try:
+                    last = await js_api(nc, "$JS.API.INFO", timeout=0.5)
+                    if "error" not in last:
+                        break
+                except (NoRespondersError, NatsTimeoutError) as exc:
+                    last = exc
+                if time.monotonic() > deadline:
+                    raise AssertionError(
+                        f"{cluster.names[i]}: JetStream not ready within {timeout}s: {last!r}"
+                    )
+                await asyncio.sleep(0.1)
+        finally:
+            await nc.close()
+
+
+def _descendants(pid: int) -> list[int]:
+    """Processes below ``pid``, read from each /proc/<pid>/stat's parent field (Linux)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # the process ended meanwhile
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after it
+        fields = text[text.rindex(")") + 2 :].split()
+        parents[int(stat.parent.name)] = int(fields[1])
+    found: list[int] = []
+    frontier = [pid]
+    while frontier:
+        parent = frontier.pop()
+        kids = [child for child, ppid in parents.items() if ppid == parent]
+        found += kids
+        frontier += kids
+    return found
+
+
+def crash(cluster: Cluster, i: int) -> None:
+    """SIGKILL server ``i`` and the processes it started (its etcd member on Headwater), so
+    nothing of it keeps running, as when its machine or container dies."""
+    srv: ServerProcess = cluster.servers[i]
+    assert srv.proc is not None
+    kids = _descendants(srv.proc.pid)
+    cluster.kill(i)
+    for pid in kids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

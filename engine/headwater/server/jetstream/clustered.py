@@ -36,7 +36,7 @@ import logging
 import socket
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,12 +59,15 @@ log = logging.getLogger("headwater.server")
 FORWARD_PREFIX = "$HW.JSC"
 """``$HW.JSC.<server id>.<API subject>``: a request sent on to the server that handles it."""
 GATHER_INBOX = "$HW.JSR"
-"""``$HW.JSR.<server id>.<n>``: where gathered answers come back."""
+"""``$HW.JSR.<server id>.<n>.<peer>``: where the servers' parts of a gathered answer come
+back."""
 REGISTRATION_TTL = 5
 """Seconds a dead server stays listed (its lease)."""
 GATHER_TIMEOUT = 1.0
 """Seconds to wait for the other servers' part of a gathered answer."""
 RETRY_S = 1.0
+STREAMS = "streams/"
+SERVERS = "servers/"
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,20 @@ class Placement:
     """Where a stream lives."""
 
     server: str
+
+
+@dataclass
+class Gathering:
+    """One gathered answer in progress: the servers asked and not yet answered (by their
+    index in the reply subject), and the answers so far by server name."""
+
+    done: asyncio.Future[None]
+    waiting: dict[str, str] = field(default_factory=dict)
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def check(self) -> None:
+        if not self.waiting and not self.done.done():
+            self.done.set_result(None)
 
 
 @dataclass(frozen=True)
@@ -98,7 +115,7 @@ class ClusteredJetStream:
         self.peers: dict[str, Peer] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._subs: list[Subscription] = []
-        self._gathers: dict[str, tuple[asyncio.Future[list[dict[str, Any]]], list, int]] = {}
+        self._gathers: dict[str, Gathering] = {}
         self._inbox_ids = itertools.count(1)
         self._stopping = False
 
@@ -128,7 +145,7 @@ class ClusteredJetStream:
         assert client is not None
         me = self.server.server_id
         self._subs.append(client.subscribe(f"{FORWARD_PREFIX}.{me}.>", self._forwarded))
-        self._subs.append(client.subscribe(f"{GATHER_INBOX}.{me}.*", self._gathered))
+        self._subs.append(client.subscribe(f"{GATHER_INBOX}.{me}.*.*", self._gathered))
         self._spawn(self._run())
 
     async def stop(self) -> None:
@@ -175,16 +192,19 @@ class ClusteredJetStream:
         if self._stopping:
             return
         self.meta = MetaClient(member.client_urls, self.cluster.name)
+        revisions: dict[str, int] = {}
         while not self._stopping:
             try:
                 await self._register()
-                await self._load()
+                revisions = {prefix: await self._load(prefix) for prefix in (STREAMS, SERVERS)}
                 break
             except MetaError as exc:
                 log.error("JetStream cluster: etcd not ready: %s (retrying)", exc)
                 await asyncio.sleep(RETRY_S)
-        self._spawn(self._follow("streams/", self._on_stream_event))
-        self._spawn(self._follow("servers/", self._on_server_event))
+        if self._stopping:
+            return
+        for prefix, revision in revisions.items():
+            self._spawn(self._follow(prefix, revision))
         self.ready = True
         log.info(
             "JetStream cluster %s: joined (etcd member %s, %s) in %.1fs; %d servers, %d streams",
@@ -206,34 +226,40 @@ class ClusteredJetStream:
         }
         await self.meta.register_server(self.name, orjson.dumps(info), REGISTRATION_TTL)
 
-    async def _load(self) -> None:
+    async def _load(self, prefix: str) -> int:
+        """Read everything under ``prefix`` into the cache; the revision it was read at."""
         assert self.meta is not None
-        streams = await self.meta.range("streams/")
-        servers = await self.meta.range("servers/")
-        self.placements = {}
-        for key, value in streams.items.items():
-            self._on_stream_event(MetaEvent("put", key, value.value, value.mod_revision))
-        self.peers = {}
-        for key, value in servers.items.items():
-            self._on_server_event(MetaEvent("put", key, value.value, value.mod_revision))
+        found = await self.meta.range(prefix)
+        if prefix == STREAMS:
+            self.placements = {}
+            apply = self._on_stream_event
+        else:
+            self.peers = {}
+            apply = self._on_server_event
+        for key, value in found.items.items():
+            apply(MetaEvent("put", key, value.value, value.mod_revision))
+        return found.revision
 
-    async def _follow(self, prefix: str, apply: Any) -> None:
-        """Watch ``prefix`` for as long as the server runs; after a lost watch, read the
-        whole state again and watch from there."""
+    async def _follow(self, prefix: str, revision: int) -> None:
+        """Keep the cache of ``prefix`` current from ``revision`` on (the one it was read at:
+        nothing written in between is missed); after a lost watch, read it all again and
+        watch from there."""
         assert self.meta is not None
+        apply = self._on_stream_event if prefix == STREAMS else self._on_server_event
         while not self._stopping:
             try:
-                watch: AsyncIterator[MetaEvent] = await self.meta.watch(prefix)
+                watch: AsyncIterator[MetaEvent] = await self.meta.watch(prefix, revision + 1)
                 async for event in watch:
+                    revision = event.revision
                     apply(event)
             except MetaError as exc:
                 log.warning("JetStream cluster: watch on %s lost: %s", prefix, exc)
                 await asyncio.sleep(RETRY_S)
                 with contextlib.suppress(MetaError):
-                    await self._load()
+                    revision = await self._load(prefix)
 
     def _on_stream_event(self, event: MetaEvent) -> None:
-        name = event.key.removeprefix("streams/")
+        name = event.key.removeprefix(STREAMS)
         if event.kind == "delete":
             self.placements.pop(name, None)
             return
@@ -244,7 +270,7 @@ class ClusteredJetStream:
             log.error("JetStream cluster: unreadable placement of stream %r", name)
 
     def _on_server_event(self, event: MetaEvent) -> None:
-        name = event.key.removeprefix("servers/")
+        name = event.key.removeprefix(SERVERS)
         if event.kind == "delete":
             self.peers.pop(name, None)
             return
@@ -329,7 +355,12 @@ class ClusteredJetStream:
             raise errors.CLUSTER_NO_PEERS.exc(err="no suitable peers for placement")
         candidates = [p for p in self.peers.values() if tags <= set(p.tags)]
         if not candidates:
-            raise errors.CLUSTER_NO_PEERS.exc(err="no suitable peers for placement")
+            known = {tag for peer in self.peers.values() for tag in peer.tags}
+            unmatched = sorted(tags - known) or sorted(tags)
+            listed = ", ".join(f"'{tag}'" for tag in unmatched)
+            raise errors.CLUSTER_NO_PEERS.exc(
+                err=f"no suitable peers for placement, tags not matched [{listed}]"
+            )
         load: dict[str, int] = {}
         for placed in self.placements.values():
             load[placed.server] = load.get(placed.server, 0) + 1
@@ -368,62 +399,58 @@ class ClusteredJetStream:
     # --- gathered answers ----------------------------------------------------------------
 
     async def _gather(self, route: Route, req: Request) -> None:
-        """Names, lists and account totals: every live server's own answer, merged."""
+        """Names, lists and account totals: every live server's own answer, merged. A
+        stream placed on a server that did not answer is still named, and a list reports it
+        ``missing``, as nats-server's does for a stream whose servers are down."""
         router = self.service.router
         client = self.service.client
         assert router is not None and client is not None
-        own = await router.local(route, _whole(req))
+        whole = _whole(req)
+        answers = {self.name: await router.local(route, whole)}
         others = [p for p in self.peers.values() if p.name != self.name]
-        parts = [own]
         if others:
-            inbox = f"{GATHER_INBOX}.{self.server.server_id}.{next(self._inbox_ids)}"
-            loop = asyncio.get_running_loop()
-            done: asyncio.Future[list[dict[str, Any]]] = loop.create_future()
-            whole = _whole(req)
-            reached = [p for p in others if self._send_on(p, whole, reply=inbox)]
-            self._gathers[inbox] = (done, [], len(reached))
-            if not reached:
-                done.set_result([])
+            base = f"{GATHER_INBOX}.{self.server.server_id}.{next(self._inbox_ids)}"
+            gathering = Gathering(asyncio.get_running_loop().create_future())
+            self._gathers[base] = gathering
+            for index, peer in enumerate(others):
+                if self._send_on(peer, whole, reply=f"{base}.{index}"):
+                    gathering.waiting[str(index)] = peer.name
+            gathering.check()
             try:
-                parts += await asyncio.wait_for(done, GATHER_TIMEOUT)
+                await asyncio.wait_for(asyncio.shield(gathering.done), GATHER_TIMEOUT)
             except TimeoutError:
-                got = self._gathers[inbox][1]
                 log.warning(
-                    "JetStream cluster: %d of %d servers answered %s in time",
-                    len(got),
-                    len(others),
+                    "JetStream cluster: %s not answered in time by %s",
                     req.subject,
+                    ", ".join(sorted(gathering.waiting.values())),
                 )
-                parts += got
             finally:
-                self._gathers.pop(inbox, None)
-        merged = _merge(route.handler, parts, req)
+                self._gathers.pop(base, None)
+            answers.update(gathering.answers)
+        unanswered = sorted(
+            name for name, placed in self.placements.items() if placed.server not in answers
+        )
+        merged = _merge(route.handler, list(answers.values()), req, unanswered)
         if req.reply:
             client.publish(req.reply, dumps({"type": route.type, **merged}))
 
     def _gathered(
         self, sub: Subscription, subject: str, reply: str, hdr: bytes | None, payload: bytes
     ) -> None:
-        entry = self._gathers.get(subject)
-        if entry is None:
+        base, _, index = subject.rpartition(".")
+        gathering = self._gathers.get(base)
+        if gathering is None:
             return
-        done, got, expected = entry
+        name = gathering.waiting.pop(index, None)
+        if name is None:
+            return
         try:
             answer = orjson.loads(payload)
         except orjson.JSONDecodeError:
-            answer = {}
+            answer = None
         if isinstance(answer, dict) and "error" not in answer:
-            got.append(answer)
-        else:
-            expected -= 1
-            self._gathers[subject] = (done, got, expected)
-        if len(got) >= expected and not done.done():
-            done.set_result(list(got))
-
-    # --- what STREAM.INFO shows ----------------------------------------------------------
-
-    def cluster_info(self) -> dict[str, Any]:
-        return {"name": self.cluster.name, "leader": self.name}
+            gathering.answers[name] = answer
+        gathering.check()
 
 
 def _placement(server: str) -> bytes:
@@ -456,13 +483,24 @@ def _whole(req: Request) -> Request:
     return Request(req.subject, req.reply, req.hdr, raw, req.tokens, forwarded=True)
 
 
+def _field(req: Request, name: str) -> Any:
+    """A member of the request's JSON body, or None."""
+    with contextlib.suppress(orjson.JSONDecodeError, AttributeError):
+        return orjson.loads(req.body).get(name)
+    return None
+
+
 def _offset(req: Request) -> int:
-    with contextlib.suppress(orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
-        return max(int(orjson.loads(req.body).get("offset", 0)), 0)
+    with contextlib.suppress(TypeError, ValueError):
+        return max(int(_field(req, "offset") or 0), 0)
     return 0
 
 
-def _merge(handler: str, parts: list[dict[str, Any]], req: Request) -> dict[str, Any]:
+def _merge(
+    handler: str, parts: list[dict[str, Any]], req: Request, unanswered: list[str]
+) -> dict[str, Any]:
+    """One answer from every server's part; ``unanswered``: streams placed on servers that
+    did not answer (named by NAMES, ``missing`` in a LIST)."""
     if handler == "account_info":
         merged = dict(parts[0])
         for key in (
@@ -479,8 +517,10 @@ def _merge(handler: str, parts: list[dict[str, Any]], req: Request) -> dict[str,
     items: list[Any] = []
     for part in parts:
         items.extend(part.get("streams") or [])
+    filtered = bool(_field(req, "subject"))
     if handler == "stream_names":
-        items = sorted(set(items))
+        # Without a subject filter, a placed stream is named even when its server is down.
+        items = sorted(set(items) | (set() if filtered else set(unanswered)))
     else:
         seen: dict[str, Any] = {}
         for info in items:
@@ -489,8 +529,12 @@ def _merge(handler: str, parts: list[dict[str, Any]], req: Request) -> dict[str,
     limit = int(parts[0].get("limit", 256) or 256)
     offset = min(_offset(req), len(items))
     page = items[offset : offset + limit]
-    body: dict[str, Any] = {"total": len(items), "offset": offset, "limit": limit}
+    missing = [] if handler != "stream_list" or filtered else unanswered
+    total = len(items) + len(missing)
+    body: dict[str, Any] = {"total": total, "offset": offset, "limit": limit}
     body["streams"] = page if (page or handler == "stream_list") else None
+    if missing:
+        body["missing"] = missing
     return body
 
 

@@ -139,7 +139,7 @@ class StreamApi:
             svc.resources.check_reservation(outcome.config, configs)
             check_storable_name(outcome.config)
             stream = await svc.create_stream(outcome.config)
-        return info_plain(stream) | {"did_create": True}
+        return self._in_cluster(info_plain(stream)) | {"did_create": True}
 
     async def stream_update(self, req: Request) -> dict[str, Any]:
         svc = self.service
@@ -150,7 +150,19 @@ class StreamApi:
         configs = self._configs()
         svc.resources.check_reservation(cfg, configs.values(), replacing=name)
         stream = await svc.update_stream(name, cfg)
-        return info_plain(stream)
+        return self._in_cluster(info_plain(stream))
+
+    def _in_cluster(self, body: dict[str, Any]) -> dict[str, Any]:
+        """CREATE and UPDATE answers name the cluster and the stream's server in a cluster,
+        before ``ts``, as nats-server's do (a single server's carry no cluster block)."""
+        svc = self.service
+        if svc.cluster_name is None:
+            return body
+        ts = body.pop("ts", None)
+        body["cluster"] = {"name": svc.cluster_name, "leader": svc.server_name}
+        if ts is not None:
+            body["ts"] = ts
+        return body
 
     async def stream_delete(self, req: Request) -> dict[str, Any]:
         if not is_empty_request(req.body):
@@ -228,7 +240,7 @@ class StreamApi:
 
     async def stream_list(self, req: Request) -> dict[str, Any]:
         streams, offset = self._filtered(req, "JSApiStreamListRequest")
-        page = [info_for_list(s) for s in streams[offset : offset + LIST_LIMIT]]
+        page = [self._in_cluster(info_for_list(s)) for s in streams[offset : offset + LIST_LIMIT]]
         return {"total": len(streams), "offset": offset, "limit": LIST_LIMIT, "streams": page}
 
     # --- messages ------------------------------------------------------------------------
