@@ -458,3 +458,30 @@ async def test_host_down_then_back(js_cluster: Cluster, js_clients: list[NATS]) 
         assert "error" not in reply, reply
         got.append(reply["message"]["data"])
     assert [base64.b64decode(d) for d in got] == [*payloads, b"k5"]
+
+
+@ON_BOTH
+async def test_mirror_and_source_of_a_stream_on_another_server(
+    js_cluster: Cluster, js_clients: list[NATS]
+) -> None:
+    """A mirror and a sourcing stream follow an origin wherever each is placed: their links
+    are consumers created through the JetStream API, which reaches the origin's server."""
+    origin = await create_stream(js_clients[0], stream_config("ORIGIN", ["origin.>"]))
+    host = host_of(js_cluster, origin)
+    await reachable(js_clients, host)
+    for n in range(5):
+        ack = await js_clients[(host + 1) % 3].request("origin.x", f"m{n}".encode(), timeout=5)
+        assert "error" not in json.loads(ack.data), ack.data
+    await create_stream(js_clients[1], {"name": "MIRROR", "mirror": {"name": "ORIGIN"}})
+    await create_stream(
+        js_clients[2], stream_config("SOURCED", ["sourced.>"], sources=[{"name": "ORIGIN"}])
+    )
+
+    async def copied() -> bool:
+        counts = []
+        for stream in ("MIRROR", "SOURCED"):
+            info = await js_api(js_clients[host], f"$JS.API.STREAM.INFO.{stream}")
+            counts.append(info.get("state", {}).get("messages"))
+        return counts == [5, 5]
+
+    await wait_until(copied, 15, "the mirror and the sourcing stream hold the 5 messages")
