@@ -123,3 +123,15 @@ def test_local_interest_announces_first_and_last_and_queue_weights() -> None:
     assert interest.remove("foo", None) is None  # never counted below zero
     assert interest.remove("foo", "q") == 1
     assert sorted(interest.items()) == [("foo", "q", 1)]
+
+
+def test_a_long_run_of_one_line_split_anywhere_keeps_every_payload_in_order() -> None:
+    """The fast path for repeated lines must stop cleanly at a partial message."""
+    payloads = [b"%05d" % n for n in range(60)]
+    data = b"".join(b"RMSG $G run 5\r\n" + p + b"\r\n" for p in payloads) + b"PING\r\n"
+    for cut in range(1, len(data), 7):
+        parser = wire.RouteParser()
+        ops = parser.feed(data[:cut]) + parser.feed(data[cut:])
+        got = [p for op in ops if op[0] == wire.BATCH for p in op[3]]
+        assert got == payloads, cut
+        assert ops[-1] == (wire.PING,)
