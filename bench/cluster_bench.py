@@ -1,4 +1,5 @@
-"""Clusters (issue 17): core pub/sub across a route, and how fast a 3-server cluster forms.
+"""Clusters (issue 17): core pub/sub across a route, how fast a 3-server cluster forms, and
+JetStream publish through a server that does not hold the stream.
 
 ``python bench/run.py --only cluster``. Both scenarios run for headwater-server and
 nats-server in the same run, each server kind in a cluster of its own kind:
@@ -13,12 +14,15 @@ nats-server in the same run, each server kind in a cluster of its own kind:
   shows a route to both others (distinct remote servers: nats-server pools several
   connections per remote). It includes the last process's own start-up. The slowest of
   ``plan.formation_repeats`` fresh clusters is reported, since the target is a bound.
+- **JetStream through another server** (bench/js_cluster_bench.py): an R1 stream in a 3-server
+  JetStream cluster, published to through the server holding it and through another one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import js_cluster_bench
 import loads_gobench
 import loads_natspy
 from results import Measure, Target, Throughput
@@ -144,7 +148,8 @@ def formation(plan: Plan) -> Measure:
 
 
 def cluster(plan: Plan, versions: dict[str, str]) -> list[Measure]:
-    """The cluster group: pub/sub across a route (gobench, nats-py) and formation time."""
+    """The cluster group: pub/sub across a route (gobench, nats-py), formation time, and
+    JetStream publish through the stream's server and through another one."""
     measures = [_gobench_row(plan, versions)]
     measures.append(
         _across_route(
@@ -157,4 +162,5 @@ def cluster(plan: Plan, versions: dict[str, str]) -> list[Measure]:
         )
     )
     measures.append(formation(plan))
+    measures += js_cluster_bench.remote_publish(plan, versions)
     return measures

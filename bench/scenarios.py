@@ -44,6 +44,7 @@ class Plan:
     cluster_gobench_msgs: int  # gobench pub/sub across a route (issue 17)
     cluster_natspy_msgs: int  # nats-py pub/sub across a route
     formation_repeats: int  # 3-server clusters started per server kind, for the formation time
+    cluster_js_msgs: int  # async publishes per run into an R1 stream of a 3-server cluster
 
 
 FULL = Plan("full", gobench_msgs=2_000_000, natspy_msgs=300_000, requests=10_000,
@@ -51,13 +52,13 @@ FULL = Plan("full", gobench_msgs=2_000_000, natspy_msgs=300_000, requests=10_000
             js_durable_msgs=30_000, js_fetch_msgs=50_000, js_stored_msgs=2_000_000,
             store_bench_msgs=2_000_000, consumer_replay_msgs=100_000, consumer_pub_msgs=100_000,
             idle_consumers=1_000, cluster_gobench_msgs=1_000_000, cluster_natspy_msgs=200_000,
-            formation_repeats=3)  # fmt: skip
+            formation_repeats=3, cluster_js_msgs=100_000)  # fmt: skip
 QUICK = Plan("quick", gobench_msgs=100_000, natspy_msgs=20_000, requests=400,
              latency_rounds=2, idle_conns=500, repeats=1, js_msgs=20_000, js_durable_msgs=2_000,
              js_fetch_msgs=5_000, js_stored_msgs=50_000, store_bench_msgs=50_000,
              consumer_replay_msgs=5_000, consumer_pub_msgs=5_000, idle_consumers=50,
              cluster_gobench_msgs=100_000, cluster_natspy_msgs=20_000,
-             formation_repeats=1)  # fmt: skip
+             formation_repeats=1, cluster_js_msgs=10_000)  # fmt: skip
 
 # A load takes the server URL and a message count.
 Load = Callable[[str, int], Throughput]

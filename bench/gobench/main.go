@@ -3,7 +3,8 @@
 //
 // It runs one scenario and prints, as the last line of stdout, one JSON object that
 // bench/loads_gobench.py reads: received, seconds, ok and client (the nats.go version), plus
-// msgs_per_s, mb_per_s and, for the JetStream scenarios, storage and stored.
+// msgs_per_s, mb_per_s and, for the JetStream scenarios, stored (and storage, unless
+// -existing-stream).
 //
 // Scenarios (payloads of -size zero bytes):
 //
@@ -12,12 +13,16 @@
 //	              -sub-url puts the subscriber on another server of a cluster (default -url):
 //	              the run then starts once a probe published at -url arrives there, so the
 //	              subscription's interest has crossed the route before the clock starts
-//	js_pub_async  stream GOBENCH (gobench.js, -storage), async publishes, -window in flight
+//	js_pub_async  stream GOBENCH (gobench.js, -storage), async publishes, -window in flight.
+//	              -existing-stream publishes into a GOBENCH the caller created instead (so the
+//	              caller chose which server of a cluster holds it): purged before the clock
+//	              starts, kept at exit; -storage and -replicas are then refused
 //	js_fetch      preloads GOBENCH, then durable pull consumer GOPULL fetches -batch and acks
 //
-// The JetStream scenarios recreate GOBENCH on every run and delete it at exit. When nats.go
-// gives up on a full async window its error says "stalled"; gobench exits 1 with it on stderr
-// so that the Python side can tell a stall (which it retries) from other failures.
+// Without -existing-stream the JetStream scenarios recreate GOBENCH on every run and delete it
+// at exit. When nats.go gives up on a full async window its error says "stalled"; gobench exits
+// 1 with it on stderr so that the Python side can tell a stall (which it retries) from other
+// failures.
 //
 // Built offline in GOPATH mode against Debian's nats.go (golang-github-nats-io-go-nats-dev):
 //
@@ -60,6 +65,7 @@ type options struct {
 	window   int
 	batch    int
 	replicas int
+	existing bool
 }
 
 // outcome is what a scenario measured; main turns it into the JSON line.
@@ -81,6 +87,8 @@ func parseFlags() options {
 	flag.IntVar(&o.window, "window", 4000, "js_pub_async: most async publishes awaiting an ack")
 	flag.IntVar(&o.batch, "batch", 500, "js_fetch: messages per Fetch")
 	flag.IntVar(&o.replicas, "replicas", 1, "JetStream stream replicas")
+	flag.BoolVar(&o.existing, "existing-stream", false,
+		"js_pub_async: publish into the GOBENCH the caller created (purged first, kept at exit)")
 	flag.Parse()
 	if o.subURL == "" {
 		o.subURL = o.url
@@ -112,6 +120,12 @@ func (o options) validate() error {
 	case flagSet("sub-url") && o.scenario != "core_pubsub":
 		// Refused rather than ignored: only core_pubsub has a subscriber to place.
 		return fmt.Errorf("-sub-url applies to core_pubsub only, not %q", o.scenario)
+	case o.existing && o.scenario != "js_pub_async":
+		return fmt.Errorf("-existing-stream applies to js_pub_async only, not %q", o.scenario)
+	case o.existing && (flagSet("storage") || flagSet("replicas")):
+		// The stream's config is the caller's: a flag that could not apply is refused.
+		return errors.New(
+			"-existing-stream uses the caller's stream: -storage and -replicas do not apply")
 	}
 	return nil
 }
@@ -324,6 +338,13 @@ func jsSetup(o options, failed *atomic.Int64) (*nats.Conn, nats.JetStreamContext
 		nc.Close()
 		return nil, nil, nil, err
 	}
+	if o.existing {
+		if err := reuseStream(js); err != nil {
+			nc.Close()
+			return nil, nil, nil, err
+		}
+		return nc, js, nc.Close, nil
+	}
 	storage := nats.FileStorage
 	if o.storage == "memory" {
 		storage = nats.MemoryStorage
@@ -348,6 +369,26 @@ func jsSetup(o options, failed *atomic.Int64) (*nats.Conn, nats.JetStreamContext
 		nc.Close()
 	}
 	return nc, js, cleanup, nil
+}
+
+// reuseStream empties the caller's GOBENCH, after checking that it takes gobench's subject.
+func reuseStream(js nats.JetStreamContext) error {
+	info, err := js.StreamInfo(streamName)
+	if err != nil {
+		return fmt.Errorf("-existing-stream: stream %s: %w", streamName, err)
+	}
+	found := false
+	for _, subject := range info.Config.Subjects {
+		found = found || subject == jsSubject
+	}
+	if !found {
+		return fmt.Errorf("-existing-stream: stream %s does not take %s (subjects %v)",
+			streamName, jsSubject, info.Config.Subjects)
+	}
+	if err := js.PurgeStream(streamName); err != nil {
+		return fmt.Errorf("-existing-stream: purging %s: %w", streamName, err)
+	}
+	return nil
 }
 
 // publishAll publishes -msgs asynchronously and waits for every ack. nats.go's own "stalled"
@@ -400,7 +441,10 @@ func jsPubAsync(o options) (outcome, error) {
 		return outcome{}, err
 	}
 	// Received means stored: a run is only ok if the stream holds every message.
-	extra := map[string]any{"storage": o.storage, "stored": stored, "ack_errors": failed.Load()}
+	extra := map[string]any{"stored": stored, "ack_errors": failed.Load()}
+	if !o.existing { // an existing stream's storage is the caller's, not -storage
+		extra["storage"] = o.storage
+	}
 	return outcome{received: int64(stored), seconds: seconds, extra: extra}, nil
 }
 

@@ -49,6 +49,9 @@ SCENARIO_IDS = {
     "cluster_pubsub.gobench",
     "cluster_pubsub.natspy",
     "cluster.formation",
+    "cluster_js.host",
+    "cluster_js.other",
+    "cluster_js.other_vs_host",
 }
 
 # Rows quoted from bench/store_bench.py, which measures headwater's file store alone: there is

@@ -1,8 +1,10 @@
 """Smoke test of the cluster benchmarks (issue 17): ``bench/run.py --quick --only cluster``.
 
 Runs once and checks that each row printed a figure for both servers and their ratio: pub/sub
-across a route (gobench and nats-py) and the formation time of a 3-server cluster. It never
-judges speed; the formation target (10 s) is only the bound the run waits for a mesh.
+across a route (gobench and nats-py), the formation time of a 3-server cluster, and JetStream
+publish into an R1 stream of a 3-server cluster through the server holding it, through another
+one, and the second over the first for each kind. It never judges speed; the formation target
+(10 s) is only the bound the run waits for a mesh.
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-CLUSTER_IDS = {"cluster_pubsub.gobench", "cluster_pubsub.natspy", "cluster.formation"}
+CLUSTER_IDS = {
+    "cluster_pubsub.gobench",
+    "cluster_pubsub.natspy",
+    "cluster.formation",
+    "cluster_js.host",
+    "cluster_js.other",
+    "cluster_js.other_vs_host",
+}
 
 
 @pytest.mark.timeout(150)
@@ -52,4 +61,15 @@ def test_quick_cluster_run_prints_both_figures(tmp_path: Path) -> None:
     for ident in ("cluster_pubsub.gobench", "cluster_pubsub.natspy"):
         assert "lost msgs" not in measures[ident]["note"], measures[ident]
         assert "server CPU (sending/receiving)" in measures[ident]["note"]
+    # Every publish was stored, through either server; the stream's server is named.
+    for ident in ("cluster_js.host", "cluster_js.other"):
+        assert "lost msgs" not in measures[ident]["note"], measures[ident]
+    assert "held by hw s" in measures["cluster_js.host"]["note"]
+    assert "(client's/stream's)" in measures["cluster_js.other"]["note"]
+    # (b) / (a) is each kind's own ratio of the two rows above it, judged against 0.5 for hw.
+    share = measures["cluster_js.other_vs_host"]
+    for server in ("headwater", "nats"):
+        expected = measures["cluster_js.other"][server] / measures["cluster_js.host"][server]
+        assert share[server] == pytest.approx(expected), (server, share)
+    assert share["target"] == "hw >= 0.50" and share["target_met"] is not None
     assert data["machine"]["nats_go"].startswith("nats.go")

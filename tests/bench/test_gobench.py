@@ -4,7 +4,8 @@ A user's clone has nothing beside it, so the source (bench/gobench/main.go) and 
 (bench/loads_gobench.py) must not reach outside the repository. Each scenario the benchmarks
 use runs once, with small counts, against both servers and must print the JSON line that
 loads_gobench reads; core_pubsub also across a route (``-sub-url``, issue 17), on a 2-server
-cluster of each kind.
+cluster of each kind, and js_pub_async into a stream the caller placed (``-existing-stream``)
+through the server holding it and through another one, on a 3-server JetStream cluster.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from headwater.testing import ServerProcess
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
-import loads_gobench  # noqa: E402  (bench/ is a directory of scripts, not a package)
+import js_cluster_bench  # noqa: E402  (bench/ is a directory of scripts, not a package)
+import loads_gobench  # noqa: E402
 import servers  # noqa: E402
 
 MSGS = 2_000
@@ -79,12 +81,36 @@ def test_core_pubsub_across_a_route(gobench: Path, pair: list[ServerProcess]) ->
     assert run.ok and run.msgs == MSGS and run.seconds > 0, run
 
 
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("kind", servers.KINDS)
+def test_js_pub_async_into_an_existing_stream_through_either_server(
+    gobench: Path, kind: str
+) -> None:
+    # The stream is created once, through the first server; gobench publishes into it through
+    # the server holding it and through one that does not (every publish and ack then crosses
+    # a route), purging it first each time: each run must store exactly its own messages.
+    with js_cluster_bench.js_cluster(kind, f"gb{kind}") as cluster:
+        leader = js_cluster_bench.create_stream(cluster.urls[0])
+        host, other = js_cluster_bench.host_and_other(cluster, leader)
+        assert host != other and cluster.names[host] == leader
+        flags = ["-existing-stream", "-window", "256"]
+        for url in (cluster.urls[other], cluster.urls[host], cluster.urls[other]):
+            run, _ = loads_gobench.gobench(gobench, url, "js_pub_async", MSGS, 16, flags, 120)
+            assert run.ok and run.msgs == MSGS and run.seconds > 0, (url, run)
+        # The stream is the caller's: it is still there, in the place it was created.
+        info = js_cluster_bench.js_api(cluster.urls[other], "$JS.API.STREAM.INFO.GOBENCH")
+        assert info["cluster"]["leader"] == leader and info["state"]["messages"] == MSGS, info
+
+
 @pytest.mark.parametrize(
     ("args", "reason"),
     [
         (["-scenario", "nope"], "nope"),
         # Only core_pubsub has a subscriber to place; elsewhere the flag is refused, not ignored.
         (["-scenario", "core_pub", "-sub-url", "nats://127.0.0.1:1"], "core_pubsub only"),
+        # The caller's stream: only js_pub_async uses one, and its config is not gobench's.
+        (["-scenario", "js_fetch", "-existing-stream"], "js_pub_async only"),
+        (["-scenario", "js_pub_async", "-existing-stream", "-storage", "memory"], "-storage"),
     ],
 )
 def test_bad_flags_fail_with_the_reason(gobench: Path, args: list[str], reason: str) -> None:
