@@ -485,3 +485,29 @@ async def test_mirror_and_source_of_a_stream_on_another_server(
         return counts == [5, 5]
 
     await wait_until(copied, 15, "the mirror and the sourcing stream hold the 5 messages")
+
+
+@pytest.mark.parametrize("js_cluster", ["headwater"], indirect=True)
+async def test_a_template_stream_is_placed_where_it_was_made(
+    js_cluster: Cluster, js_clients: list[NATS]
+) -> None:
+    """Stream templates stay with the server they were made on (docs/CLUSTERING.md); the
+    streams they make are placed there in etcd, so every server knows them. Headwater only:
+    nats-server 2.15 has no templates in a cluster."""
+    template = {
+        "name": "T",
+        "max_streams": 10,
+        "config": {"name": "", "subjects": ["tpl.*"], "storage": "file"},
+    }
+    reply = await js_api(js_clients[0], "$JS.API.STREAM.TEMPLATE.CREATE.T", template)
+    assert "error" not in reply, reply
+    await propagated(js_clients[1], js_clients[0])
+    ack = await js_clients[1].request("tpl.one", b"x", timeout=5)
+    assert json.loads(ack.data).get("stream") == "tpl_one", ack.data
+
+    async def known_everywhere() -> bool:
+        return all([await stream_names(nc) == ["tpl_one"] for nc in js_clients])
+
+    await wait_until(known_everywhere, 10, "the template's stream is named by every server")
+    info = await js_api(js_clients[2], "$JS.API.STREAM.INFO.tpl_one")
+    assert info["cluster"]["leader"] == js_cluster.names[0], info

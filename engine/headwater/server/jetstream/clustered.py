@@ -313,9 +313,9 @@ class ClusteredJetStream:
             return False
         placed = self.placements.get(stream)
         if placed is None:
-            if handler != "stream_create":
+            if handler not in ("stream_create", "stream_restore"):
                 return False  # unknown everywhere: answered here ("stream not found")
-            placed = await self._place(stream, req)
+            placed = await self._place(stream, req, restore=handler == "stream_restore")
         if placed.server == self.name:
             return False
         peer = self.peers.get(placed.server)
@@ -341,13 +341,30 @@ class ClusteredJetStream:
                 log.error("JetStream cluster: stream %r left placed in etcd: %s", stream, exc)
             self.placements.pop(stream, None)
 
-    async def _place(self, stream: str, req: Request) -> Placement:
-        """Choose a server for a new stream and claim its name in etcd."""
+    def created_here(self, stream: str) -> None:
+        """A stream this server made without a placement request (a template's): claim its
+        name for this server, in the background."""
+        if self.meta is not None and stream not in self.placements:
+            self.placements[stream] = Placement(self.name)
+            self._spawn(self._claim(stream))
+
+    async def _claim(self, stream: str) -> None:
+        assert self.meta is not None
+        try:
+            await self.meta.create(f"{STREAMS}{stream}", _placement(self.name))
+        except MetaError as exc:
+            log.error("JetStream cluster: stream %r not placed in etcd: %s", stream, exc)
+
+    async def _place(self, stream: str, req: Request, restore: bool = False) -> Placement:
+        """Choose a server for a new stream (created, or restored from a snapshot, whose
+        request holds the config under ``config``) and claim its name in etcd."""
         assert self.meta is not None
         try:
             config = orjson.loads(req.body) if req.body.strip() else {}
         except orjson.JSONDecodeError:
             return Placement(self.name)  # the handler here reports the bad JSON
+        if restore and isinstance(config, dict):
+            config = config.get("config") or {}
         placement = (config.get("placement") or {}) if isinstance(config, dict) else {}
         wanted_cluster = placement.get("cluster") if isinstance(placement, dict) else None
         tags = set(placement.get("tags") or ()) if isinstance(placement, dict) else set()

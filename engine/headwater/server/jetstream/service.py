@@ -226,7 +226,10 @@ class JetStreamService:
         except NameTaken:
             raise errors.STREAM_NAME_EXIST.exc() from None
         with claim:
-            return await self._create_claimed(cfg, claim)
+            stream = await self._create_claimed(cfg, claim)
+        if self.clustered is not None:
+            self.clustered.created_here(stream.name)
+        return stream
 
     async def _create_claimed(self, cfg: StreamConfig, claim: Claim) -> Stream:
         created = time.time_ns()
