@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 from headwater.server.budget import SLICE_S
 from headwater.server.cluster import wire
 from headwater.server.connections import auth
+from headwater.server.connections.timers import Timers
+from headwater.server.protocol import encoder
 from headwater.server.protocol.parser import ProtocolError
 from headwater.server.subscription import Subscription
 
@@ -86,7 +88,7 @@ class RouteConnection(asyncio.Protocol):
         self.out_size = 0
         self.flush_scheduled = False
         self.close_reason = ""
-        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self.timers = Timers()
         self._held: list[wire.RoutedOp] = []
         self._early: list[bytes] = []
         self._deferred: asyncio.Handle | None = None
@@ -112,21 +114,21 @@ class RouteConnection(asyncio.Protocol):
         else:
             self.send(wire.info(cluster.route_info()))
             settings = cluster.settings
-            self._arm("auth", settings.auth_timeout, self._auth_timeout)
-        self._arm("ping", cluster.settings.ping_interval, self._ping_timer)
+            self.timers.arm("auth", settings.auth_timeout, self._auth_timeout)
+        self.timers.arm("ping", cluster.settings.ping_interval, self._ping_timer)
         # A peer that never completes the handshake (not a NATS server, or stuck) is closed
         # instead of holding a route slot and its dialling loop forever.
-        self._arm("handshake", 2 * cluster.settings.auth_timeout, self._handshake_timeout)
+        self.timers.arm("handshake", 2 * cluster.settings.auth_timeout, self._handshake_timeout)
 
     def register(self, info: dict[str, Any], connect_urls: list[str]) -> None:
         """The cluster accepted this route: it now carries interest and messages."""
         self.registered = True
         self.remote_info = info
         self.connect_urls = connect_urls
-        self._disarm("handshake")
+        self.timers.disarm("handshake")
 
     def _handshake_timeout(self) -> None:
-        self._timers.pop("handshake", None)
+        self.timers.fired("handshake")
         if not self.registered and not self.closed:
             log.error(
                 "rid:%d route %s: no INFO within the handshake time", self.cid, self.describe()
@@ -203,10 +205,10 @@ class RouteConnection(asyncio.Protocol):
             self.close("Client Closed" if exc is None else "Read Error", lost=True)
 
     def pause_writing(self) -> None:
-        self._arm("write", self.server.settings.write_deadline, self._write_deadline)
+        self.timers.arm("write", self.server.settings.write_deadline, self._write_deadline)
 
     def resume_writing(self) -> None:
-        self._disarm("write")
+        self.timers.disarm("write")
 
     # --- operations ----------------------------------------------------------------------
 
@@ -258,7 +260,7 @@ class RouteConnection(asyncio.Protocol):
             self._refuse(*refusal)
             return
         self.connected = True
-        self._disarm("auth")
+        self.timers.disarm("auth")
 
     def _checked(self, done: asyncio.Future[str | None]) -> None:
         self._checking = None
@@ -268,7 +270,7 @@ class RouteConnection(asyncio.Protocol):
             self._refuse("Authorization Violation", "Authorization Violation")
             return
         self.connected = True
-        self._disarm("auth")
+        self.timers.disarm("auth")
         self._resume()
 
     def _refuse(self, reason: str, text: str) -> None:
@@ -412,21 +414,12 @@ class RouteConnection(asyncio.Protocol):
         self.transport.write(out[0] if len(out) == 1 else b"".join(out))
 
     def send_err(self, text: str) -> None:
-        self.send(b"-ERR '" + text.encode() + b"'\r\n")
+        self.send(encoder.err(text))
 
     # --- timers --------------------------------------------------------------------------
 
-    def _arm(self, name: str, delay: float, callback: Any) -> None:
-        self._disarm(name)
-        self._timers[name] = self.loop.call_later(delay, callback)
-
-    def _disarm(self, name: str) -> None:
-        timer = self._timers.pop(name, None)
-        if timer is not None:
-            timer.cancel()
-
     def _ping_timer(self) -> None:
-        self._timers.pop("ping", None)
+        self.timers.fired("ping")
         if self.closed:
             return
         settings = self.cluster.settings
@@ -438,17 +431,17 @@ class RouteConnection(asyncio.Protocol):
         self.pings_out += 1
         self._ping_sent_at = time.monotonic()
         self.send(b"PING\r\n")
-        self._arm("ping", settings.ping_interval, self._ping_timer)
+        self.timers.arm("ping", settings.ping_interval, self._ping_timer)
 
     def _auth_timeout(self) -> None:
-        self._timers.pop("auth", None)
+        self.timers.fired("auth")
         if not self.connected and not self.closed:
             log.error("rid:%d route from %s: authentication timeout", self.cid, self.describe())
             self.send_err("Authentication Timeout")
             self.close("Authentication Timeout")
 
     def _write_deadline(self) -> None:
-        self._timers.pop("write", None)
+        self.timers.fired("write")
         if not self.closed:
             log.error("rid:%d route to %s: write deadline exceeded", self.cid, self.describe())
             self.close("Slow Consumer (Write Deadline)", abort=True)
@@ -473,8 +466,7 @@ class RouteConnection(asyncio.Protocol):
             self.flush()
         self.closed = True
         self.close_reason = reason
-        for name in list(self._timers):
-            self._disarm(name)
+        self.timers.clear()
         for sub in self.subs.values():
             self.server.unsubscribe(sub)
         self.subs.clear()

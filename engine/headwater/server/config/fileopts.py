@@ -533,7 +533,7 @@ class FileReader:
             "user": lambda k, n: self._set("cluster.user", self._str(k, n)),
             "username": lambda k, n: self._set("cluster.user", self._str(k, n)),
             "password": lambda k, n: self._set("cluster.password", self._str(k, n)),
-            "timeout": lambda k, n: self._set("cluster.auth_timeout", self._duration(k, n)),
+            "timeout": lambda k, n: self._set("cluster.auth_timeout", self._seconds(k, n)),
         }
         refused = {
             "token": "route authentication by token",

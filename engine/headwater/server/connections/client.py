@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from headwater.server.budget import SLICE_S
 from headwater.server.connections import auth
 from headwater.server.connections.listen import peer_ip
+from headwater.server.connections.timers import Timers
 from headwater.server.protocol import encoder, headers
 from headwater.server.protocol.parser import (
     CONNECT,
@@ -98,7 +99,7 @@ class ClientConnection(asyncio.Protocol):
         self._connect_options: dict[str, Any] = {}
         self.nonce = ""
         """The challenge sent in INFO when nkey users exist; CONNECT's ``sig`` signs it."""
-        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self.timers = Timers()
         self.close_reason = ""
         self._tls_task: asyncio.Task[None] | None = None
         # While the TLS upgrade runs, the plaintext transport must carry nothing but the
@@ -145,9 +146,9 @@ class ClientConnection(asyncio.Protocol):
             return
         loop = asyncio.get_running_loop()
         if settings.auth.required:
-            self._arm("auth", settings.auth.timeout, self._auth_timeout)
+            self.timers.arm("auth", settings.auth.timeout, self._auth_timeout)
         # The first PING goes out early so clients learn the RTT soon (nats-server: 2 s).
-        self._arm("ping", min(2.0, settings.ping_interval), self._ping_timer)
+        self.timers.arm("ping", min(2.0, settings.ping_interval), self._ping_timer)
         if upgrade:
             self._tls_upgrading = True
             self._tls_task = loop.create_task(self._upgrade_tls(info))
@@ -264,10 +265,10 @@ class ClientConnection(asyncio.Protocol):
             self.close("Client Closed" if exc is None else "Read Error", already_lost=True)
 
     def pause_writing(self) -> None:
-        self._arm("write", self.server.settings.write_deadline, self._write_deadline)
+        self.timers.arm("write", self.server.settings.write_deadline, self._write_deadline)
 
     def resume_writing(self) -> None:
-        self._disarm("write")
+        self.timers.disarm("write")
 
     # --- operations ----------------------------------------------------------------------
 
@@ -403,7 +404,7 @@ class ClientConnection(asyncio.Protocol):
             self.close("Protocol Violation")
             return False
         self.connected = True
-        self._disarm("auth")
+        self.timers.disarm("auth")
         if self.verbose:
             self.send(encoder.OK)
         return True
@@ -528,17 +529,8 @@ class ClientConnection(asyncio.Protocol):
 
     # --- timers --------------------------------------------------------------------------
 
-    def _arm(self, name: str, delay: float, callback: Any) -> None:
-        self._disarm(name)
-        self._timers[name] = asyncio.get_running_loop().call_later(delay, callback)
-
-    def _disarm(self, name: str) -> None:
-        timer = self._timers.pop(name, None)
-        if timer is not None:
-            timer.cancel()
-
     def _ping_timer(self) -> None:
-        self._timers.pop("ping", None)
+        self.timers.fired("ping")
         if self.closed:
             return
         settings = self.server.settings
@@ -549,16 +541,16 @@ class ClientConnection(asyncio.Protocol):
         self.pings_out += 1
         self._ping_sent_at = time.monotonic()
         self.send(encoder.PING)
-        self._arm("ping", settings.ping_interval, self._ping_timer)
+        self.timers.arm("ping", settings.ping_interval, self._ping_timer)
 
     def _auth_timeout(self) -> None:
-        self._timers.pop("auth", None)
+        self.timers.fired("auth")
         if not self.connected and not self.closed:
             self.send_err("Authentication Timeout")
             self.close("Authentication Timeout")
 
     def _write_deadline(self) -> None:
-        self._timers.pop("write", None)
+        self.timers.fired("write")
         if not self.closed:
             self.server.slow_consumers += 1
             log.info("cid:%d Slow Consumer Detected: WriteDeadline exceeded", self.cid)
@@ -580,8 +572,7 @@ class ClientConnection(asyncio.Protocol):
             self.flush()
         self.closed = True
         self.close_reason = reason
-        for name in list(self._timers):
-            self._disarm(name)
+        self.timers.clear()
         self.server.client_closed(self)
         for sub in list(self.subs.values()):
             self.server.unsubscribe(sub)

@@ -12,10 +12,7 @@ def server_context(settings: TLSSettings) -> ssl.SSLContext | None:
     """None when TLS is off; raises ``ssl.SSLError``/``OSError`` for unusable files."""
     if not settings.enabled:
         return None
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    assert settings.cert_file is not None and settings.key_file is not None
-    ctx.load_cert_chain(settings.cert_file, settings.key_file)
+    ctx = _context(ssl.PROTOCOL_TLS_SERVER, settings)
     if settings.ca_file:
         ctx.load_verify_locations(settings.ca_file)
     if settings.verify:
@@ -30,12 +27,18 @@ def route_client_context(settings: TLSSettings) -> ssl.SSLContext | None:
     host, as nats-server does."""
     if not settings.enabled:
         return None
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    assert settings.cert_file is not None and settings.key_file is not None
-    ctx.load_cert_chain(settings.cert_file, settings.key_file)
+    ctx = _context(ssl.PROTOCOL_TLS_CLIENT, settings)
     if settings.ca_file:
         ctx.load_verify_locations(settings.ca_file)
     else:
         ctx.load_default_certs()
+    return ctx
+
+
+def _context(protocol: int, settings: TLSSettings) -> ssl.SSLContext:
+    """TLS 1.2 or later, presenting the configured certificate."""
+    ctx = ssl.SSLContext(protocol)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    assert settings.cert_file is not None and settings.key_file is not None
+    ctx.load_cert_chain(settings.cert_file, settings.key_file)
     return ctx
