@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -229,14 +230,18 @@ def free_port_runs(n: int, span: int, host: str = "127.0.0.1", tries: int = 50) 
     """``n`` ports P, each with P .. P + span - 1 free a moment ago (none overlapping).
 
     A Headwater server with JetStream in a cluster runs an etcd member on its cluster port plus
-    1 and plus 2 (``headwater.server.meta.bootstrap``), so those must be free as well.
+    1 and plus 2 (``headwater.server.meta.bootstrap``), so those must be free as well, and stay
+    free while the servers start. The runs are taken below the kernel's ephemeral range: a
+    port picked there could be handed a moment later to a server started with ``-p -1``
+    (another cluster starting beside this one), and an etcd member would then fail to bind.
     """
+    low, _high = _ephemeral_range()
     ports: list[int] = []
     taken: set[int] = set()
     for _ in range(tries * n):
         if len(ports) == n:
             break
-        (base,) = free_ports(1, host)
+        base = random.randrange(10_000, max(low - span, 10_001))
         run = range(base, base + span)
         if taken.intersection(run) or base + span > 65535:
             continue
@@ -256,6 +261,15 @@ def free_port_runs(n: int, span: int, host: str = "127.0.0.1", tries: int = 50) 
     if len(ports) < n:
         raise RuntimeError(f"no {n} runs of {span} free ports found")
     return ports
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for ports picked at random (Linux's default when unreadable)."""
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(text[0]), int(text[1])
+    except (OSError, ValueError, IndexError):
+        return 32768, 60999
 
 
 def monitor_json(port: int, path: str, timeout: float = 2.0) -> dict[str, Any]:

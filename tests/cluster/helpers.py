@@ -161,7 +161,7 @@ async def js_api(nc: NATS, subject: str, body: Any = None, timeout: float = 2.0)
     return reply
 
 
-async def wait_jetstream(cluster: Cluster, timeout: float = 15.0) -> None:
+async def wait_jetstream(cluster: Cluster, timeout: float = 30.0) -> None:
     """Wait until each running server answers ``$JS.API.INFO`` without an error.
 
     nats-server answers nothing (or 10008, "JetStream system temporarily unavailable") until
@@ -182,8 +182,10 @@ async def wait_jetstream(cluster: Cluster, timeout: float = 15.0) -> None:
                 except (NoRespondersError, NatsTimeoutError) as exc:
                     last = exc
                 if time.monotonic() > deadline:
+                    # The server's log (its etcd member's part included) says why.
                     raise AssertionError(
                         f"{cluster.names[i]}: JetStream not ready within {timeout}s: {last!r}"
+                        f"\n{srv.log()[-4000:]}"
                     )
                 await asyncio.sleep(0.1)
         finally:
