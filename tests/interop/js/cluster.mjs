@@ -297,7 +297,15 @@ async function clusterJetStream(urls, h) {
 
     // Deleted through one server, gone when asked through another.
     await must("destroy kv s2", kv2.destroy());
-    out.kv_info_deleted_s1 = await attempt(() => jsms[0].streams.info("KV_iop_cluster"));
+    // Asked at once through another server, a request may find that server still settling
+    // the delete and time out (seen once in a full run, server kind unknown): a bounded retry
+    // of timeouts only; any answer, the expected "not found" or another, is kept as it is.
+    for (let i = 0; i < 3; i++) {
+      out.kv_info_deleted_s1 = await attempt(() => jsms[0].streams.info("KV_iop_cluster"));
+      if (out.kv_info_deleted_s1?.error?.name !== "TimeoutError") {
+        break;
+      }
+    }
     await must("delete stream s3", jsms[2].streams.delete(stream));
     out.info_deleted_s1 = await attempt(() => jsms[0].streams.info(stream));
   } finally {
