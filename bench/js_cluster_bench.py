@@ -52,6 +52,22 @@ PATHS = ("host", "other")
 CONFIG = 'host: "127.0.0.1"\nport: -1\njetstream {\n  sync_interval: "2m"\n}\n'
 
 
+async def _acked(url: str, attempts: int = 100) -> None:
+    """Publish a probe through ``url`` until the stream acknowledges one (bounded: ~5 s)."""
+    nc = await nats.connect(url, allow_reconnect=False, connect_timeout=2)
+    try:
+        for attempt in range(attempts):
+            try:
+                await nc.request(SUBJECT, b"probe", timeout=2)
+                return
+            except nats.errors.NoRespondersError:
+                if attempt == attempts - 1:
+                    raise
+                await asyncio.sleep(0.05)
+    finally:
+        await nc.close()
+
+
 async def _api(url: str, subject: str, body: dict[str, Any] | None, timeout: float) -> Any:
     nc = await nats.connect(url, allow_reconnect=False, connect_timeout=2)
     try:
@@ -88,12 +104,18 @@ def wait_jetstream(cluster: Cluster, timeout: float = READY_TIMEOUT) -> None:
             time.sleep(0.1)
 
 
-def create_stream(url: str) -> str:
-    """Create GOBENCH (R1, file) through ``url``; the name of the server that holds it."""
+def create_stream(url: str, reach: list[str] | tuple[str, ...] = ()) -> str:
+    """Create GOBENCH (R1, file) through ``url``; the name of the server that holds it.
+
+    ``reach``: servers that must take publishes to the stream before this returns. The host
+    announces the stream's subject to the other servers after its create reply, so a publish
+    sent at once through another server could still find no responders."""
     config = {"name": STREAM, "subjects": [SUBJECT], "storage": "file", "num_replicas": 1}
     created = js_api(url, f"$JS.API.STREAM.CREATE.{STREAM}", config)
     if "error" in created:
         raise RuntimeError(f"creating {STREAM}: {created['error']}")
+    for server in reach:
+        asyncio.run(_acked(server))
     info = js_api(url, f"$JS.API.STREAM.INFO.{STREAM}")
     leader = (info.get("cluster") or {}).get("leader")
     if not leader:
@@ -162,7 +184,7 @@ def _measure(
         clusters = {"headwater": hw, "nats": nc}
         ends: dict[str, dict[str, ServerProcess]] = {}
         for kind, cluster in clusters.items():
-            host, other = host_and_other(cluster, create_stream(cluster.urls[0]))
+            host, other = host_and_other(cluster, create_stream(cluster.urls[0], cluster.urls))
             measured[kind].host = cluster.names[host]
             ends[kind] = {"host": cluster.servers[host], "other": cluster.servers[other]}
             for path in PATHS:  # warm-up: connections, the stream's interest on every server

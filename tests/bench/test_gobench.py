@@ -90,7 +90,7 @@ def test_js_pub_async_into_an_existing_stream_through_either_server(
     # the server holding it and through one that does not (every publish and ack then crosses
     # a route), purging it first each time: each run must store exactly its own messages.
     with js_cluster_bench.js_cluster(kind, f"gb{kind}") as cluster:
-        leader = js_cluster_bench.create_stream(cluster.urls[0])
+        leader = js_cluster_bench.create_stream(cluster.urls[0], cluster.urls)
         host, other = js_cluster_bench.host_and_other(cluster, leader)
         assert host != other and cluster.names[host] == leader
         flags = ["-existing-stream", "-window", "256"]
