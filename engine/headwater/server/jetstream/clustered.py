@@ -312,6 +312,11 @@ class ClusteredJetStream:
         if stream is None:
             return False
         placed = self.placements.get(stream)
+        if placed is None and stream not in self.service.streams:
+            # Not in the cache: a stream created a moment ago through another server may not
+            # have reached it by the watch yet, so ask etcd itself (read-your-writes for a
+            # client that creates through one server and asks through another).
+            placed = await self._read_placement(stream)
         if placed is None:
             if handler not in ("stream_create", "stream_restore"):
                 return False  # unknown everywhere: answered here ("stream not found")
@@ -340,6 +345,23 @@ class ClusteredJetStream:
             except MetaError as exc:
                 log.error("JetStream cluster: stream %r left placed in etcd: %s", stream, exc)
             self.placements.pop(stream, None)
+
+    async def _read_placement(self, stream: str) -> Placement | None:
+        """The stream's placement as etcd has it now (cached), or None."""
+        if self.meta is None:
+            return None
+        try:
+            found = await self.meta.get(f"{STREAMS}{stream}")
+        except MetaError:
+            return None
+        if found is None:
+            return None
+        try:
+            placed = Placement(str(orjson.loads(found.value)["server"]))
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return None
+        self.placements.setdefault(stream, placed)
+        return self.placements[stream]
 
     def created_here(self, stream: str) -> None:
         """A stream this server made without a placement request (a template's): claim its
