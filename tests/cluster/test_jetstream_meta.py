@@ -4,11 +4,17 @@ A server whose ``cluster { etcd: [...] }`` points at nothing never joins the clu
 metadata: it must say so on /healthz (503, so Kubernetes keeps it out of the Service) and in
 every JetStream API answer (10008 "JetStream system temporarily unavailable"), never hang or
 half-create a stream, while plain publish/subscribe goes on.
+
+A server that joined, then lost its quorum (two of three servers died), must say so too, on
+both servers: /healthz turns 503 with nats-server's words, and turns 200 again once the others
+are back.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -17,9 +23,14 @@ from pathlib import Path
 import nats
 import pytest
 
-from headwater.testing import ServerProcess, free_ports
+from headwater.testing import Cluster, ServerProcess, free_ports
+
+from .helpers import KINDS, crash, wait_jetstream
 
 pytestmark = pytest.mark.timeout(30)
+
+NO_META_LEADER = "JetStream has not established contact with a meta leader"
+NOT_CURRENT = "JetStream is not current with the meta leader"
 
 
 @pytest.fixture
@@ -55,7 +66,7 @@ def _healthz(srv: ServerProcess, query: str = "") -> tuple[int, dict]:
 
 async def test_without_metadata_the_api_refuses_and_core_nats_works(cut_off: ServerProcess) -> None:
     status, body = _healthz(cut_off)
-    assert status == 503 and "cluster metadata" in body["error"], body
+    assert (status, body) == (503, {"status": "unavailable", "error": NO_META_LEADER})
     assert _healthz(cut_off, "?js-server-only=true")[0] == 200
 
     nc = await nats.connect(cut_off.url, allow_reconnect=False)
@@ -71,3 +82,43 @@ async def test_without_metadata_the_api_refuses_and_core_nats_works(cut_off: Ser
         assert msg.data == b"still works"
     finally:
         await nc.close()
+
+
+async def _wait_healthz(srv: ServerProcess, want: int, timeout: float) -> dict:
+    """/healthz until it answers ``want`` (bounded); its last body."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, body = await asyncio.to_thread(_healthz, srv)
+        if status == want or time.monotonic() > deadline:
+            assert status == want, (status, body)
+            return body
+        await asyncio.sleep(0.2)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("kind", KINDS)
+async def test_quorum_lost_then_regained(kind: str) -> None:
+    with Cluster(kind, 3, jetstream=True) as cluster:
+        await wait_jetstream(cluster)
+        survivor = cluster.servers[0]
+        assert (await asyncio.to_thread(_healthz, survivor))[0] == 200
+        crash(cluster, 1)
+        crash(cluster, 2)
+
+        # Headwater: the survivor's registration goes unconfirmed within its lease (5 s).
+        # nats-server: its meta leader is gone, or no longer heard from.
+        body = await _wait_healthz(survivor, 503, 20)
+        assert body["status"] == "unavailable" and body["error"] in (NOT_CURRENT, NO_META_LEADER)
+
+        nc = await nats.connect(survivor.url, allow_reconnect=False)
+        try:
+            sub = await nc.subscribe("plain")
+            await nc.publish("plain", b"core goes on")
+            assert (await sub.next_msg(timeout=2)).data == b"core goes on"
+        finally:
+            await nc.close()
+
+        cluster.restart(1)
+        cluster.restart(2)
+        await _wait_healthz(survivor, 200, 40)
+        await wait_jetstream(cluster)

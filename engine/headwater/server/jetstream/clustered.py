@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import logging
 import socket
+import string
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -43,7 +45,13 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from headwater.server.connections.listen import WILDCARD_HOSTS, join_host_port
-from headwater.server.meta.client import MetaClient, MetaError, MetaEvent
+from headwater.server.meta.client import (
+    MetaClient,
+    MetaError,
+    MetaEvent,
+    MetaStatus,
+    Registration,
+)
 from headwater.server.meta.etcdmember import EtcdError, EtcdMember
 from headwater.server.subscription import Subscription
 
@@ -66,6 +74,10 @@ REGISTRATION_TTL = 5
 GATHER_TIMEOUT = 1.0
 """Seconds to wait for the other servers' part of a gathered answer."""
 RETRY_S = 1.0
+STATUS_EVERY_S = 1.0
+"""How often the etcd leader and members are read for ``/jsz``'s ``meta_cluster``."""
+NO_META_LEADER = "JetStream has not established contact with a meta leader"
+NOT_CURRENT = "JetStream is not current with the meta leader"
 STREAMS = "streams/"
 SERVERS = "servers/"
 
@@ -98,6 +110,8 @@ class Peer:
     name: str
     server_id: str
     tags: tuple[str, ...]
+    member: str | None = None
+    """Its etcd member's name (None when the cluster uses an external etcd)."""
 
 
 class ClusteredJetStream:
@@ -118,6 +132,12 @@ class ClusteredJetStream:
         self._gathers: dict[str, Gathering] = {}
         self._inbox_ids = itertools.count(1)
         self._stopping = False
+        self.registration: Registration | None = None
+        self.status: MetaStatus | None = None
+        """etcd's leader and members as last read (every ``STATUS_EVERY_S``)."""
+        self._status_at = 0.0
+        self._last_seen: dict[str, float] = {}
+        """Server name -> ``time.monotonic()`` when it was last registered, for ``active``."""
 
     def _self_address(self) -> str:
         """This server's route address as the others list it (etcd derives its ports)."""
@@ -205,6 +225,7 @@ class ClusteredJetStream:
             return
         for prefix, revision in revisions.items():
             self._spawn(self._follow(prefix, revision))
+        self._spawn(self._poll_status())
         self.ready = True
         log.info(
             "JetStream cluster %s: joined (etcd member %s, %s) in %.1fs; %d servers, %d streams",
@@ -223,8 +244,80 @@ class ClusteredJetStream:
             "name": self.name,
             "id": self.server.server_id,
             "tags": list(self.server.settings.server_tags),
+            "member": self.member.name if self.member is not None else None,
         }
-        await self.meta.register_server(self.name, orjson.dumps(info), REGISTRATION_TTL)
+        self.registration = await self.meta.register_server(
+            self.name, orjson.dumps(info), REGISTRATION_TTL
+        )
+
+    async def _poll_status(self) -> None:
+        """Keep :attr:`status` (etcd's leader and members) fresh for ``/jsz``; monitoring
+        handlers answer from memory and never wait on etcd."""
+        assert self.meta is not None
+        while not self._stopping:
+            try:
+                self.status = await self.meta.status()
+                self._status_at = time.monotonic()
+            except MetaError as exc:
+                log.debug("JetStream cluster: etcd status not read: %s", exc)
+            now = time.monotonic()
+            for name in self.peers:
+                self._last_seen[name] = now
+            await asyncio.sleep(STATUS_EVERY_S)
+
+    def health_error(self) -> str | None:
+        """Why ``/healthz`` fails for the cluster's metadata, as nats-server words it: not
+        joined yet, or this server's registration no longer confirmed by an etcd quorum
+        (it cannot change the metadata, and the others will soon count it gone)."""
+        if not self.ready:
+            return NO_META_LEADER
+        if self.registration is not None and not self.registration.current:
+            return NOT_CURRENT
+        return None
+
+    def leader_name(self) -> str:
+        """The meta leader: the server whose etcd member leads etcd (that member's name when
+        no server registered it, as with an external etcd); "" during an election."""
+        status = self.status
+        if status is None or status.leader is None:
+            return ""
+        for peer in self.peers.values():
+            if peer.member == status.leader:
+                return peer.name
+        return status.leader
+
+    def meta_cluster(self) -> dict[str, Any]:
+        """``/jsz``'s ``meta_cluster``: the metadata group is etcd, its members the servers.
+
+        ``peer`` is nats-server's peer id for the server's name (so both servers show the
+        same id for one name); a replica is ``current`` while its registration lives in etcd,
+        and ``active`` is how long ago this server last saw it registered (nanoseconds).
+        """
+        now = time.monotonic()
+        names = set(self.peers) | set(self._last_seen)
+        replicas = []
+        for name in sorted(names - {self.name}):
+            live = name in self.peers
+            seen = self._last_seen.get(name, now)
+            replica: dict[str, Any] = {
+                "name": name,
+                "current": live,
+                "active": int(max(now - seen, 0) * 1e9),
+                "peer": peer_id(name),
+            }
+            if not live:
+                replica["offline"] = True
+            replicas.append(replica)
+        size = len(self.status.members) if self.status is not None else len(names | {self.name})
+        return {
+            "name": self.cluster.name,
+            "leader": self.leader_name(),
+            "peer": peer_id(self.name),
+            "replicas": replicas,
+            "cluster_size": size,
+            "quorum_needed": size // 2 + 1,
+            "pending": 0,
+        }
 
     async def _load(self, prefix: str) -> int:
         """Read everything under ``prefix`` into the cache; the revision it was read at."""
@@ -276,20 +369,24 @@ class ClusteredJetStream:
             return
         try:
             value = orjson.loads(event.value)
-            self.peers[name] = Peer(name, str(value["id"]), tuple(value.get("tags") or ()))
+            member = value.get("member")
+            self.peers[name] = Peer(
+                name,
+                str(value["id"]),
+                tuple(value.get("tags") or ()),
+                str(member) if member else None,
+            )
+            self._last_seen[name] = time.monotonic()
         except (orjson.JSONDecodeError, KeyError, TypeError):
             log.error("JetStream cluster: unreadable registration of server %r", name)
 
     async def _claim_recovered(self) -> None:
         """Streams this server recovered from disk are placed here, unless etcd says
         otherwise (then both copies exist: said out loud, never merged)."""
-        assert self.meta is not None
         for name in list(self.service.streams):
             placed = self.placements.get(name)
             if placed is None:
-                with contextlib.suppress(MetaError):
-                    await self.meta.create(f"streams/{name}", _placement(self.name))
-                    self.placements.setdefault(name, Placement(self.name))
+                self.created_here(name)
             elif placed.server != self.name:
                 log.error(
                     "JetStream cluster: stream %r is placed on %s, yet a copy is here",
@@ -346,8 +443,9 @@ class ClusteredJetStream:
                 log.error("JetStream cluster: stream %r left placed in etcd: %s", stream, exc)
             self.placements.pop(stream, None)
 
-    async def _read_placement(self, stream: str) -> Placement | None:
-        """The stream's placement as etcd has it now (cached), or None."""
+    async def _read_placement(self, stream: str, refresh: bool = False) -> Placement | None:
+        """The stream's placement as etcd has it now (cached; ``refresh`` replaces what the
+        cache held), or None."""
         if self.meta is None:
             return None
         try:
@@ -360,8 +458,9 @@ class ClusteredJetStream:
             placed = Placement(str(orjson.loads(found.value)["server"]))
         except (orjson.JSONDecodeError, KeyError, TypeError):
             return None
-        self.placements.setdefault(stream, placed)
-        return self.placements[stream]
+        if refresh:
+            self.placements[stream] = placed
+        return self.placements.setdefault(stream, placed)
 
     def created_here(self, stream: str) -> None:
         """A stream this server made without a placement request (a template's): claim its
@@ -373,7 +472,17 @@ class ClusteredJetStream:
     async def _claim(self, stream: str) -> None:
         assert self.meta is not None
         try:
-            await self.meta.create(f"{STREAMS}{stream}", _placement(self.name))
+            if await self.meta.create(f"{STREAMS}{stream}", _placement(self.name)):
+                return
+            # Another server claimed the name first: etcd's placement stands, and this copy
+            # is said out loud, never merged.
+            placed = await self._read_placement(stream, refresh=True)
+            if placed is not None and placed.server != self.name:
+                log.error(
+                    "JetStream cluster: stream %r is placed on %s, yet a copy is here",
+                    stream,
+                    placed.server,
+                )
         except MetaError as exc:
             log.error("JetStream cluster: stream %r not placed in etcd: %s", stream, exc)
 
@@ -490,6 +599,16 @@ class ClusteredJetStream:
         if isinstance(answer, dict) and "error" not in answer:
             gathering.answers[name] = answer
         gathering.check()
+
+
+_PEER_DIGITS = string.digits + string.ascii_uppercase + string.ascii_lowercase
+
+
+def peer_id(server_name: str) -> str:
+    """nats-server's 8-character peer id of a server name: the first bytes of its sha-256,
+    each taken modulo 62 into ``0-9A-Za-z`` (the same name gets the same id on both)."""
+    digest = hashlib.sha256(server_name.encode()).digest()
+    return "".join(_PEER_DIGITS[byte % len(_PEER_DIGITS)] for byte in digest[:8])
 
 
 def _placement(server: str) -> bytes:

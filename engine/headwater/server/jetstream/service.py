@@ -295,8 +295,8 @@ class JetStreamService:
         cluster, once this server has joined the cluster's metadata in etcd)."""
         if self.router is None:
             return "JetStream is not running"
-        if self.clustered is not None and not self.clustered.ready:
-            return "JetStream has not established contact with the cluster metadata"
+        if self.clustered is not None:
+            return self.clustered.health_error()
         return None
 
     def varz(self) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import urllib.parse
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
@@ -89,6 +90,25 @@ class MetaEvent:
     key: str
     value: bytes
     revision: int
+
+
+@dataclass(frozen=True)
+class MetaMember:
+    """One etcd member, as the member list names it."""
+
+    id: int
+    name: str
+    client_urls: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MetaStatus:
+    """The etcd cluster as one member with a quorum sees it."""
+
+    leader: str | None
+    """The leader member's name (None while an election runs)."""
+    members: tuple[MetaMember, ...]
+    raft_term: int
 
 
 MetaWatch = AsyncGenerator[MetaEvent, None]
@@ -175,6 +195,22 @@ class MetaClient:
             return bool(ok)
 
         return await self._call("create", txn)
+
+    async def status(self) -> MetaStatus:
+        """Which member leads, and the members, as the member answering sees them."""
+
+        async def read(client: aetcd.Client) -> MetaStatus:
+            status = await client.status()
+            found = tuple(
+                [
+                    MetaMember(int(m.id), str(m.name), tuple(m.client_urls))
+                    async for m in client.members()
+                ]
+            )
+            leader = status.leader.name if status.leader is not None else None
+            return MetaStatus(leader or None, found, int(status.raft_term))
+
+        return await self._call("status", read)
 
     # -- leases -------------------------------------------------------------------------------
 
@@ -318,6 +354,8 @@ class Registration:
         self.value = value
         self.ttl = ttl
         self.lease_id = 0
+        self.renewed = 0.0
+        """``time.monotonic()`` of the last grant or renewal etcd confirmed."""
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -330,6 +368,13 @@ class Registration:
         lease_id = await self.meta.grant_lease(self.ttl)
         await self.meta.put(self.name, self.value, lease=lease_id)
         self.lease_id = lease_id
+        self.renewed = time.monotonic()
+
+    @property
+    def current(self) -> bool:
+        """Whether etcd confirmed this key within its TTL: while false, the other servers may
+        already have seen it expire, and this server has lost touch with the quorum."""
+        return self.lease_id != 0 and time.monotonic() - self.renewed < self.ttl
 
     async def _keep_alive(self) -> None:
         # A third of the TTL: two renewals can fail (a leader election) before the key goes.
@@ -341,6 +386,8 @@ class Registration:
                     # Expired while etcd was out of reach: the key is gone, so write it again.
                     log.warning("etcd lease of %s expired; registering again", self.name)
                     await self._grant()
+                else:
+                    self.renewed = time.monotonic()
             except MetaError as exc:
                 log.warning("etcd keep-alive of %s failed: %s", self.name, exc)
 
@@ -365,7 +412,9 @@ __all__ = [
     "MetaClient",
     "MetaError",
     "MetaEvent",
+    "MetaMember",
     "MetaRange",
+    "MetaStatus",
     "MetaUnavailable",
     "MetaValue",
     "MetaWatch",
