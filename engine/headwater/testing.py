@@ -293,6 +293,8 @@ class Cluster:
     list. Its cluster ports then also have the next two ports free (Headwater's etcd member).
     ``server_tags`` (one list per server) go into a config file per server (``host``,
     ``port: -1`` and ``server_tags``), as nats-server has no command-line flag for them.
+    ``config`` is text added to every server's config file (a ``cluster { tls {...} }``
+    block, say: route TLS has no flags either); the flags still set the listen addresses.
     """
 
     def __init__(
@@ -305,11 +307,13 @@ class Cluster:
         jetstream: bool = False,
         env: dict[str, str] | None = None,
         server_tags: Sequence[Sequence[str]] | None = None,
+        config: str = "",
     ) -> None:
         self.kinds = [kinds] * n if isinstance(kinds, str) else list(kinds)
         if server_tags is not None and len(server_tags) != len(self.kinds):
             raise ValueError("server_tags needs one list of tags per server")
         self.server_tags = [list(t) for t in server_tags] if server_tags is not None else None
+        self.config = config
         self._conf_dir: tempfile.TemporaryDirectory[str] | None = None
         self.name = name
         self.names = [f"s{i + 1}" for i in range(len(self.kinds))]
@@ -337,19 +341,21 @@ class Cluster:
             args += ["--routes", ",".join(self.route_url(j) for j in range(len(self.kinds)))]
         elif i > 0:
             args += ["--routes", self.route_url(0)]
-        if self.server_tags is not None:
+        if self.server_tags is not None or self.config:
             args += ["-c", str(self._config_file(i))]
         return args + self._args
 
     def _config_file(self, i: int) -> Path:
-        """Server ``i``'s config file: its listen address and its ``server_tags``."""
+        """Server ``i``'s config file: its listen address, ``server_tags`` and ``config``."""
         if self._conf_dir is None:
             self._conf_dir = tempfile.TemporaryDirectory(prefix="cluster-conf-")
-        assert self.server_tags is not None
         path = Path(self._conf_dir.name) / f"{self.names[i]}.conf"
         # -c stops ServerProcess adding -a/-p, so the file names them; a restart's -p wins.
-        tags = ", ".join(json.dumps(t) for t in self.server_tags[i])
-        path.write_text(f'host: "127.0.0.1"\nport: -1\nserver_tags: [{tags}]\n')
+        text = 'host: "127.0.0.1"\nport: -1\n'
+        if self.server_tags is not None:
+            tags = ", ".join(json.dumps(t) for t in self.server_tags[i])
+            text += f"server_tags: [{tags}]\n"
+        path.write_text(text + self.config + "\n")
         return path
 
     def start(self, timeout: float = 20.0, attempts: int = 3) -> Cluster:

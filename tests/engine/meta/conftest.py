@@ -11,6 +11,7 @@ import shutil
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,13 +52,17 @@ class EtcdMembers:
     ports = staticmethod(cluster_ports)
     route = staticmethod(route)
 
-    def member(self, port: int, routes: list[str] | None = None, store: str = "") -> EtcdMember:
+    def member(
+        self, port: int, routes: list[str] | None = None, store: str = "", tls: Any = None
+    ) -> EtcdMember:
+        """``tls``: an ``EtcdTLS`` (the cluster's TLS files), None for plain http."""
         member = EtcdMember(
             self_url=route(port),
             routes=routes or [],
             cluster_name="test",
             store_dir=self.tmp_path / (store or f"s{port}"),
             join_timeout=20.0,
+            tls=tls,
         )
         self.made.append(member)
         return member

@@ -526,6 +526,34 @@ class FileReader:
             "etcd": self._etcd_urls,
         }
         self._dispatch(block, f"{key}.", handlers, CLUSTER_IGNORED, CLUSTER_REFUSED)
+        self._check_etcd_tls(key, node)
+
+    def _check_etcd_tls(self, key: str, node: Node) -> None:
+        """etcd follows the cluster's TLS (docs/CLUSTERING.md, "etcd"): an external etcd is
+        dialled with the cluster's TLS files, so https URLs need them, and a cluster with TLS
+        keeps its metadata off plaintext too. Checked after the whole block: either key may
+        come first."""
+        urls = self.opts.get("cluster.etcd") or ()
+        if not urls:
+            return
+        block = self._block(key, node)
+        etcd_keys = [k for k in block if k.lower() == "etcd"]
+        pos = block[etcd_keys[-1]].pos if etcd_keys else node.pos
+        has_tls = "cluster.tls.cert_file" in self.opts
+        for url in urls:
+            https = url.lower().startswith("https://")
+            if https and not has_tls:
+                raise error_at(
+                    pos,
+                    f"{key}.etcd: https etcd URLs need the cluster's TLS files "
+                    "(cluster { tls { cert_file, key_file, ca_file } })",
+                )
+            if not https and has_tls:
+                raise error_at(
+                    pos,
+                    f"{key}.etcd: the cluster has TLS but etcd URL {url!r} is plain http; "
+                    "use https:// (etcd is dialled with the cluster's TLS files)",
+                )
 
     def _cluster_authorization(self, key: str, node: Node) -> None:
         block = self._block(key, node)
@@ -553,7 +581,8 @@ class FileReader:
         self.opts["server_tags"] = tuple(t for t in tags if t)
 
     def _etcd_urls(self, key: str, node: Node) -> None:
-        """``cluster { etcd: [http://host:2379] }``: use this etcd instead of running one."""
+        """``cluster { etcd: [http://host:2379] }``: use this etcd instead of running one
+        (``https://`` with the cluster's TLS files, checked in :meth:`_check_etcd_tls`)."""
         if not isinstance(node.value, list) or not node.value:
             raise self._type_error(key, node, "a non-empty array of etcd URLs")
         urls = []
@@ -561,6 +590,11 @@ class FileReader:
             text = self._str(f"{key}[{index}]", item)
             try:
                 parse_url(text, "etcd")
+                parts = urllib.parse.urlsplit(text)
+                if parts.scheme.lower() not in ("http", "https") or parts.port is None:
+                    raise ValueError(
+                        f"invalid etcd URL {text!r}: expected http://host:port or https://host:port"
+                    )
             except ValueError as exc:
                 raise self._value_error(f"{key}[{index}]", item, str(exc)) from None
             urls.append(text)

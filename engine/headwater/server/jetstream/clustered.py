@@ -53,6 +53,7 @@ from headwater.server.meta.client import (
     Registration,
 )
 from headwater.server.meta.etcdmember import EtcdError, EtcdMember
+from headwater.server.meta.tls import EtcdTLS
 from headwater.server.subscription import Subscription
 
 from . import errors
@@ -160,6 +161,7 @@ class ClusteredJetStream:
             store_dir=Path(self.service.root).parent / "cluster",
             listen_host=self.cluster.host,
             external=list(settings.etcd) or None,
+            tls=EtcdTLS.from_settings(settings.tls),  # etcd follows the routes' TLS
         )
         client = self.service.client
         assert client is not None
@@ -211,7 +213,7 @@ class ClusteredJetStream:
                 await asyncio.sleep(RETRY_S)
         if self._stopping:
             return
-        self.meta = MetaClient(member.client_urls, self.cluster.name)
+        self.meta = MetaClient(member.client_urls, self.cluster.name, tls=member.tls)
         revisions: dict[str, int] = {}
         while not self._stopping:
             try:

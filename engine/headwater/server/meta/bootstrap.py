@@ -9,7 +9,9 @@ be unit-tested. The layout (docs/CLUSTERING.md, "etcd"):
 * the member's **name** is ``<host>-<P>``, lowercased, every other character than a letter or a
   digit turned into ``-`` (``nats-route://Host1:6222`` -> ``host1-6222``);
 * the initial-cluster **token** is derived from the cluster name, so two Headwater clusters that
-  happen to list the same addresses never merge.
+  happen to list the same addresses never merge;
+* the URLs are ``https://`` when the cluster has TLS (``tls=True``; ``meta.tls`` has the files),
+  ``http://`` otherwise: every server of a cluster has the same TLS settings.
 """
 
 from __future__ import annotations
@@ -48,6 +50,12 @@ class MemberAddress:
 
     host: str
     cluster_port: int
+    tls: bool = False
+    """Whether the member serves its client and peer URLs over TLS (``https://``)."""
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
 
     @property
     def name(self) -> str:
@@ -63,27 +71,29 @@ class MemberAddress:
 
     @property
     def client_url(self) -> str:
-        return f"http://{join_host_port(self.host, self.client_port)}"
+        return f"{self.scheme}://{join_host_port(self.host, self.client_port)}"
 
     @property
     def peer_url(self) -> str:
-        return f"http://{join_host_port(self.host, self.peer_port)}"
+        return f"{self.scheme}://{join_host_port(self.host, self.peer_port)}"
 
 
-def member_address(route_url: str) -> MemberAddress:
+def member_address(route_url: str, tls: bool = False) -> MemberAddress:
     """The member of the server reached at ``route_url``; ValueError when it is unusable.
 
     Credentials and the scheme are ignored, and the host is compared without case, so the same
     server listed as ``nats-route://u:p@Host:6222`` and ``nats://host:6222`` is one member.
+    ``tls`` is the cluster's: whether the member's URLs are https.
     """
     url = parse_route_url(route_url)
-    return MemberAddress(url.host.lower(), url.port)
+    return MemberAddress(url.host.lower(), url.port, tls)
 
 
 def member_of_peer_url(peer_url: str) -> MemberAddress:
     """The inverse of :attr:`MemberAddress.peer_url`: names a member etcd lists without one."""
     url = parse_route_url(peer_url)
-    return MemberAddress(url.host.lower(), url.port - PEER_PORT_OFFSET)
+    tls = peer_url.lower().startswith("https://")
+    return MemberAddress(url.host.lower(), url.port - PEER_PORT_OFFSET, tls)
 
 
 class Mode(enum.Enum):
@@ -107,18 +117,21 @@ class BootstrapPlan:
     """JOIN: the members to reach for ``member add``, in the routes' order."""
 
 
-def plan_bootstrap(self_url: str, routes: Sequence[str], data_dir_exists: bool) -> BootstrapPlan:
+def plan_bootstrap(
+    self_url: str, routes: Sequence[str], data_dir_exists: bool, tls: bool = False
+) -> BootstrapPlan:
     """How the member of the server at ``self_url`` starts, given its routes and data dir.
 
     ``self_url`` is this server's route URL as the other servers list it (it carries the
-    cluster port the member's ports derive from). Duplicate routes count once.
+    cluster port the member's ports derive from). Duplicate routes count once. ``tls``: the
+    members' URLs are https.
     """
-    me = member_address(self_url)
+    me = member_address(self_url, tls)
     if data_dir_exists:
         return BootstrapPlan(Mode.RESTART)
     listed: dict[MemberAddress, None] = {}
     for route in routes:
-        listed.setdefault(member_address(route))
+        listed.setdefault(member_address(route, tls))
     if not listed:
         return BootstrapPlan(Mode.SINGLE, initial_cluster=(me,))
     if me in listed:

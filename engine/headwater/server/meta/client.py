@@ -14,6 +14,8 @@ What it adds to aetcd, and why:
   (the JetStream API) turns that into a clear refusal, never a hang.
 * **Leases kept alive** for server liveness (:meth:`MetaClient.register_server`), and a
   **watch** that resumes on another member from the last revision it delivered.
+* **TLS** when the cluster has it (``tls``, see ``meta.tls``): https endpoints, dialled with the
+  cluster's certificate; an endpoint whose scheme disagrees with that is refused up front.
 
 A write that timed out may or may not have been applied (the request may have reached the
 leader): only "unreachable" and "no leader" answers, which etcd gives before proposing, are
@@ -32,6 +34,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 import aetcd
+
+from headwater.server.meta.tls import EtcdTLS, make_client
 
 log = logging.getLogger("headwater.server.meta")
 
@@ -116,19 +120,44 @@ MetaWatch = AsyncGenerator[MetaEvent, None]
 
 
 def parse_endpoint(url: str) -> tuple[str, int]:
-    """``http://host:port`` (or bare ``host:port``) -> (host, port); ValueError otherwise."""
+    """``http(s)://host:port`` (or bare ``host:port``) -> (host, port); ValueError otherwise."""
     parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
-    if parts.scheme not in ("http", "") or not parts.hostname or parts.port is None:
-        raise ValueError(f"etcd endpoint {url!r} is not http://host:port")
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.port is None:
+        raise ValueError(f"etcd endpoint {url!r} is not http(s)://host:port")
     return parts.hostname, parts.port
 
 
-class MetaClient:
-    """Keys under ``/headwater/<cluster>/`` on the etcd members at ``endpoints``."""
+def check_schemes(urls: Sequence[str], tls: EtcdTLS | None) -> None:
+    """ValueError unless every URL parses and its scheme fits ``tls``: https needs the TLS
+    files, and a cluster with TLS dials no plaintext etcd (a bare ``host:port`` takes the
+    cluster's scheme)."""
+    for url in urls:
+        parse_endpoint(url)
+        scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+        if scheme == "https" and tls is None:
+            raise ValueError(
+                f"https etcd URL {url!r} needs the cluster's TLS files (cluster {{ tls {{}} }})"
+            )
+        if scheme == "http" and tls is not None:
+            raise ValueError(f"http etcd URL {url!r}: the cluster has TLS, use https://")
 
-    def __init__(self, endpoints: Sequence[str], cluster: str, *, timeout: float = 5.0) -> None:
+
+class MetaClient:
+    """Keys under ``/headwater/<cluster>/`` on the etcd members at ``endpoints``, over TLS
+    with the cluster's files when ``tls`` is given."""
+
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        cluster: str,
+        *,
+        timeout: float = 5.0,
+        tls: EtcdTLS | None = None,
+    ) -> None:
         if not endpoints:
             raise ValueError("no etcd endpoints")
+        check_schemes(endpoints, tls)
+        self.tls = tls
         self.endpoints = [parse_endpoint(url) for url in endpoints]
         self.root = f"/headwater/{cluster}/"
         self.timeout = timeout
@@ -294,7 +323,9 @@ class MetaClient:
         client = self._clients[index]
         if client is None:
             host, port = self.endpoints[index]
-            client = aetcd.Client(host, port, timeout=self.timeout, options=CHANNEL_OPTIONS)
+            client = make_client(
+                host, port, self.tls, timeout=self.timeout, options=CHANNEL_OPTIONS
+            )
             await client.connect()  # opens a channel object only: no network round trip
             # aetcd sends ``metadata`` with every call and hands it to its watcher at connect:
             # both get etcd's require-leader flag (see REQUIRE_LEADER).
@@ -420,5 +451,6 @@ __all__ = [
     "MetaWatch",
     "Registration",
     "WatchCompacted",
+    "check_schemes",
     "parse_endpoint",
 ]

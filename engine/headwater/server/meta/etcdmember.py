@@ -6,6 +6,10 @@ ports, start mode). Its data lives in ``<store_dir>/etcd``, its log in ``<store_
 (etcd's own output never mixes with the server's). With ``external`` URLs
 (``cluster { etcd: [...] }``) there is no child process at all, only the URLs to reach.
 
+TLS (``tls``, the cluster's files as ``meta.tls.EtcdTLS``): the member serves its client and
+peer URLs over https only, with the route certificate, and every call made here (the health
+probe, ``member list``/``add``/``promote``) dials TLS with that certificate too.
+
 Everything here is asyncio: the process is an asyncio subprocess, and every wait (the ports
 opening, ``member add``, the process stopping) is bounded and awaits, so the server's event
 loop never blocks on etcd.
@@ -41,7 +45,8 @@ from aetcd import rpc
 from headwater.server.connections.listen import WILDCARD_HOSTS, join_host_port, listen_socket
 from headwater.server.meta import bootstrap
 from headwater.server.meta.bootstrap import MemberAddress, Mode
-from headwater.server.meta.client import CHANNEL_OPTIONS, parse_endpoint
+from headwater.server.meta.client import CHANNEL_OPTIONS, check_schemes, parse_endpoint
+from headwater.server.meta.tls import EtcdTLS, make_client
 
 log = logging.getLogger("headwater.server.meta")
 
@@ -81,7 +86,8 @@ class EtcdMember:
     ``self_url`` is this server's route URL as the others list it (``nats-route://host:P``;
     P is the cluster port, etcd takes P + 1 and P + 2); ``routes`` its configured routes;
     ``listen_host`` the cluster's listen host (default: ``self_url``'s host). ``external``
-    (etcd client URLs) replaces all of that: no child process is run.
+    (etcd client URLs) replaces all of that: no child process is run. ``tls``: the cluster's
+    TLS files; the member's URLs are then https and an external etcd's must be too.
     """
 
     def __init__(
@@ -93,6 +99,7 @@ class EtcdMember:
         store_dir: str | Path | None = None,
         listen_host: str | None = None,
         external: Sequence[str] | None = None,
+        tls: EtcdTLS | None = None,
         binary: str | None = None,
         start_timeout: float = 10.0,
         join_timeout: float = 60.0,
@@ -105,16 +112,16 @@ class EtcdMember:
         self.join_timeout = join_timeout
         self.stop_timeout = stop_timeout
         self.binary = binary
+        self.tls = tls
         self._process: asyncio.subprocess.Process | None = None
         self._settling: asyncio.Task[None] | None = None
         if self.external is not None:
-            for url in self.external:
-                parse_endpoint(url)  # ValueError now rather than at the first request
+            check_schemes(self.external, tls)  # ValueError now rather than at the first request
             self.me: MemberAddress | None = None
             return
         if self_url is None or store_dir is None:
             raise ValueError("an etcd member needs self_url and store_dir (or external URLs)")
-        self.me = bootstrap.member_address(self_url)
+        self.me = bootstrap.member_address(self_url, tls is not None)
         self.self_url = self_url
         self.store_dir = Path(store_dir)
         self.listen_host = listen_host if listen_host is not None else self.me.host
@@ -141,7 +148,7 @@ class EtcdMember:
         assert self.me is not None
         urls = [self.me.client_url]
         for route in self.routes:
-            url = bootstrap.member_address(route).client_url
+            url = self._address(route).client_url
             if url not in urls:
                 urls.append(url)
         return urls
@@ -167,7 +174,7 @@ class EtcdMember:
         assert self.me is not None
         binary = self._binary()
         exists = await asyncio.to_thread(self._prepare_store)
-        plan = bootstrap.plan_bootstrap(self.self_url, self.routes, exists)
+        plan = bootstrap.plan_bootstrap(self.self_url, self.routes, exists, self.tls is not None)
         if plan.mode is Mode.STATIC and await self._cluster_runs(plan.initial_cluster):
             log.info("etcd: the cluster runs already; %s joins it", self.me.name)
             plan = bootstrap.BootstrapPlan(
@@ -220,7 +227,7 @@ class EtcdMember:
         urls = self.client_urls if self.external is not None else [self.client_urls[0]]
         for url in urls:
             host, port = parse_endpoint(url)
-            client = aetcd.Client(host, port, timeout=timeout, options=CHANNEL_OPTIONS)
+            client = make_client(host, port, self.tls, timeout=timeout, options=CHANNEL_OPTIONS)
             try:
                 await client.connect()
                 reply = await asyncio.wait_for(
@@ -251,6 +258,13 @@ class EtcdMember:
 
     # -- internals ---------------------------------------------------------------------------
 
+    def _address(self, route: str) -> MemberAddress:
+        """The member of the server at ``route``, with this cluster's scheme."""
+        return bootstrap.member_address(route, self.tls is not None)
+
+    def _client(self, member: MemberAddress, timeout: float) -> aetcd.Client:
+        return make_client(member.host, member.client_port, self.tls, timeout=timeout)
+
     def _prepare_store(self) -> bool:
         """Creates the store directory; whether its etcd data dir holds a member already."""
         self.store_dir.mkdir(parents=True, exist_ok=True)
@@ -280,8 +294,9 @@ class EtcdMember:
                 ) from exc
 
     def _listen_url(self, port: int) -> str:
+        assert self.me is not None
         host = "0.0.0.0" if self.listen_host in WILDCARD_HOSTS else self.listen_host
-        return f"http://{join_host_port(host, port)}"
+        return f"{self.me.scheme}://{join_host_port(host, port)}"
 
     def _base_args(self, binary: str) -> list[str]:
         assert self.me is not None
@@ -299,6 +314,7 @@ class EtcdMember:
             self._listen_url(self.me.peer_port),
             "--initial-advertise-peer-urls",
             self.me.peer_url,
+            *(self.tls.member_args() if self.tls is not None else ()),
         ]
 
     def _cluster_args(self, members: Sequence[MemberAddress], state: str) -> list[str]:
@@ -384,7 +400,7 @@ class EtcdMember:
         return any(not isinstance(answer, BaseException) for answer in answers)
 
     async def _member_list(self, seed: MemberAddress, timeout: float) -> object:
-        client = aetcd.Client(seed.host, seed.client_port, timeout=timeout)
+        client = self._client(seed, timeout)
         try:
             await client.connect()
             return await asyncio.wait_for(
@@ -438,7 +454,7 @@ class EtcdMember:
         """After a restart: a learner whose server stopped before promoting it is promoted now
         (a learner left behind would also keep every later join out: etcd takes one)."""
         assert self.me is not None
-        seeds = [m for m in map(bootstrap.member_address, self.routes) if m != self.me]
+        seeds = [m for m in map(self._address, self.routes) if m != self.me]
         if not seeds:
             return
         deadline = asyncio.get_running_loop().time() + self.join_timeout
@@ -470,7 +486,7 @@ class EtcdMember:
                 if remaining <= 0:
                     break
                 timeout = min(remaining, ADD_TIMEOUT_S)
-                client = aetcd.Client(seed.host, seed.client_port, timeout=timeout)
+                client = self._client(seed, timeout)
                 try:
                     await client.connect()
                     return await op(client.clusterstub, timeout)
