@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from headwater.server.budget import SLICE_S
 from headwater.server.cluster import wire
 from headwater.server.connections import auth
-from headwater.server.connections.timers import Timers
+from headwater.server.connections.timers import Keepalive, Timers
 from headwater.server.protocol import encoder
 from headwater.server.protocol.parser import ProtocolError
 from headwater.server.subscription import Subscription
@@ -81,14 +81,13 @@ class RouteConnection(asyncio.Protocol):
         self.start = time.time()
         self.last_activity = self.start
         self.in_msgs = self.in_bytes = self.out_msgs = self.out_bytes = 0
-        self.pings_out = 0
-        self.rtt = 0.0
-        self._ping_sent_at = 0.0
         self.out: list[bytes] = []
         self.out_size = 0
         self.flush_scheduled = False
         self.close_reason = ""
+        self.rtt = 0.0
         self.timers = Timers()
+        self.keepalive = Keepalive(self, cluster.settings, self._stale)
         self._held: list[wire.RoutedOp] = []
         self._early: list[bytes] = []
         self._deferred: asyncio.Handle | None = None
@@ -115,7 +114,7 @@ class RouteConnection(asyncio.Protocol):
             self.send(wire.info(cluster.route_info()))
             settings = cluster.settings
             self.timers.arm("auth", settings.auth_timeout, self._auth_timeout)
-        self.timers.arm("ping", cluster.settings.ping_interval, self._ping_timer)
+        self.keepalive.start(cluster.settings.ping_interval)
         # A peer that never completes the handshake (not a NATS server, or stuck) is closed
         # instead of holding a route slot and its dialling loop forever.
         self.timers.arm("handshake", 2 * cluster.settings.auth_timeout, self._handshake_timeout)
@@ -233,10 +232,7 @@ class RouteConnection(asyncio.Protocol):
         if kind == wire.PING:
             self.send(b"PONG\r\n")
         elif kind == wire.PONG:
-            self.pings_out = 0
-            if self._ping_sent_at:
-                self.rtt = time.monotonic() - self._ping_sent_at
-                self._ping_sent_at = 0.0
+            self.keepalive.pong()
         elif kind == wire.CONNECT:
             self._on_connect(op[1])
         elif kind == wire.INFO:
@@ -418,20 +414,11 @@ class RouteConnection(asyncio.Protocol):
 
     # --- timers --------------------------------------------------------------------------
 
-    def _ping_timer(self) -> None:
-        self.timers.fired("ping")
-        if self.closed:
-            return
-        settings = self.cluster.settings
-        if self.pings_out + 1 > settings.max_pings_out:
-            log.error("rid:%d route to %s is stale", self.cid, self.describe())
-            self.send_err("Stale Connection")
-            self.close("Stale Connection")
-            return
-        self.pings_out += 1
-        self._ping_sent_at = time.monotonic()
-        self.send(b"PING\r\n")
-        self.timers.arm("ping", settings.ping_interval, self._ping_timer)
+    def _stale(self) -> None:
+        """More PINGs went unanswered than ``cluster { ping_max }`` allows."""
+        log.error("rid:%d route to %s is stale", self.cid, self.describe())
+        self.send_err("Stale Connection")
+        self.close("Stale Connection")
 
     def _auth_timeout(self) -> None:
         self.timers.fired("auth")

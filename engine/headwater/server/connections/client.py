@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from headwater.server.budget import SLICE_S
 from headwater.server.connections import auth
 from headwater.server.connections.listen import peer_ip
-from headwater.server.connections.timers import Timers
+from headwater.server.connections.timers import Keepalive, Timers
 from headwater.server.protocol import encoder, headers
 from headwater.server.protocol.parser import (
     CONNECT,
@@ -93,13 +93,12 @@ class ClientConnection(asyncio.Protocol):
         self.ip = ""
         self.port = 0
         self.tls_version = ""
-        self.pings_out = 0
-        self.rtt = 0.0
-        self._ping_sent_at = 0.0
         self._connect_options: dict[str, Any] = {}
         self.nonce = ""
         """The challenge sent in INFO when nkey users exist; CONNECT's ``sig`` signs it."""
+        self.rtt = 0.0
         self.timers = Timers()
+        self.keepalive = Keepalive(self, settings, self._stale)
         self.close_reason = ""
         self._tls_task: asyncio.Task[None] | None = None
         # While the TLS upgrade runs, the plaintext transport must carry nothing but the
@@ -148,7 +147,7 @@ class ClientConnection(asyncio.Protocol):
         if settings.auth.required:
             self.timers.arm("auth", settings.auth.timeout, self._auth_timeout)
         # The first PING goes out early so clients learn the RTT soon (nats-server: 2 s).
-        self.timers.arm("ping", min(2.0, settings.ping_interval), self._ping_timer)
+        self.keepalive.start(min(2.0, settings.ping_interval))
         if upgrade:
             self._tls_upgrading = True
             self._tls_task = loop.create_task(self._upgrade_tls(info))
@@ -310,10 +309,7 @@ class ClientConnection(asyncio.Protocol):
         if kind == PING:
             self.send(encoder.PONG)
         elif kind == PONG:
-            self.pings_out = 0
-            if self._ping_sent_at:
-                self.rtt = time.monotonic() - self._ping_sent_at
-                self._ping_sent_at = 0.0
+            self.keepalive.pong()
         elif kind == SUB:
             self._on_sub(op[1], op[2], op[3])
         elif kind == UNSUB:
@@ -529,19 +525,10 @@ class ClientConnection(asyncio.Protocol):
 
     # --- timers --------------------------------------------------------------------------
 
-    def _ping_timer(self) -> None:
-        self.timers.fired("ping")
-        if self.closed:
-            return
-        settings = self.server.settings
-        if self.pings_out + 1 > settings.max_pings_out:
-            self.send_err("Stale Connection")
-            self.close("Stale Connection")
-            return
-        self.pings_out += 1
-        self._ping_sent_at = time.monotonic()
-        self.send(encoder.PING)
-        self.timers.arm("ping", settings.ping_interval, self._ping_timer)
+    def _stale(self) -> None:
+        """More PINGs went unanswered than ``ping_max`` allows (the server's setting)."""
+        self.send_err("Stale Connection")
+        self.close("Stale Connection")
 
     def _auth_timeout(self) -> None:
         self.timers.fired("auth")
