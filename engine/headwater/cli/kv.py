@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
-import nats.errors
 import nats.js.errors
 import typer
 from nats.aio.client import Client
@@ -19,35 +17,32 @@ from nats.js.api import KeyValueConfig, StorageType
 from nats.js.kv import KeyValue
 
 from headwater.cli import options, output, prompts, views
+from headwater.cli.buckets import (
+    Bucket,
+    BucketCommand,
+    JsonOpt,
+    bucket_command,
+    follow,
+    opened_bucket,
+    require_count,
+)
 from headwater.cli.context import current
 from headwater.cli.errors import CliError
 from headwater.cli.jsapi import JetStreamApi
 from headwater.cli.options import Storage
 from headwater.control.api import jetstream
 
-T = TypeVar("T")
-
 app = typer.Typer(help="Key-value buckets.", no_args_is_help=True)
 
 KV_PREFIX = "KV_"
 
-Bucket = Annotated[str, typer.Argument(help="Bucket name.")]
 Key = Annotated[str, typer.Argument(help="Key.")]
-JsonOpt = Annotated[bool, typer.Option("--json", "-j", help="Print JSON.")]
 # Long only, as in stream.py: -f is --file everywhere.
 Force = Annotated[bool, typer.Option("--force", help="Do not ask for confirmation.")]
 
 
-_BUCKET = re.compile(r"^[A-Za-z0-9_-]+$")
 _KEY = re.compile(r"^[-/_=.A-Za-z0-9]+$")
 _KEY_PATTERN = re.compile(r"^[-/_=.A-Za-z0-9*>]+$")
-
-
-def checked_bucket(bucket: str) -> str:
-    """Bucket names (ADR-8): letters, digits, ``-`` and ``_``; checked before any request."""
-    if not _BUCKET.match(bucket):
-        raise CliError(f"invalid bucket name {bucket!r}: use letters, digits, '-' and '_'")
-    return bucket
 
 
 def checked_key(key: str, pattern: bool = False) -> str:
@@ -62,14 +57,13 @@ def checked_key(key: str, pattern: bool = False) -> str:
     return key
 
 
-async def opened_bucket(open_bucket: Callable[[str], Awaitable[T]], bucket: str) -> T:
-    """``open_bucket(bucket)`` (nats-py's key_value or object_store), or a CliError when
-    there is no such bucket."""
-    checked_bucket(bucket)
-    try:
-        return await open_bucket(bucket)
-    except nats.js.errors.BucketNotFoundError:
-        raise CliError(f"bucket {bucket} not found") from None
+def key_command(
+    ctx: typer.Context, bucket: str, key: str, as_json: bool = False, pattern: bool = False
+) -> BucketCommand:
+    """The preamble of a command on keys: the key (a watch pattern with ``pattern``) is
+    checked now, the bucket's name when the command opens the bucket."""
+    checked_key(key, pattern)
+    return bucket_command(ctx, bucket, as_json, check=False)
 
 
 async def open_bucket(nc: Client, bucket: str) -> KeyValue:
@@ -119,8 +113,7 @@ def add(
     as_json: JsonOpt = False,
 ) -> None:
     """Create a bucket."""
-    cli = current(ctx)
-    checked_bucket(bucket)
+    cmd = bucket_command(ctx, bucket, as_json)
     if not 1 <= history <= 64:
         raise CliError("invalid value for --history: between 1 and 64")
     ttl_ns = options.duration("--ttl", ttl)
@@ -137,10 +130,10 @@ def add(
 
     async def body(nc: Client) -> dict[str, Any]:
         await jetstream(nc).create_key_value(config)
-        return await JetStreamApi(nc, cli.timeout).stream_info(KV_PREFIX + bucket)
+        return await JetStreamApi(nc, cmd.timeout).stream_info(KV_PREFIX + bucket)
 
-    info = cli.run(body)
-    if cli.wants_json(as_json):
+    info = cmd.run(body)
+    if cmd.json:
         output.emit_json(info)
         return
     output.note(f"Bucket {bucket} was created")
@@ -158,8 +151,7 @@ def put(
     as_json: JsonOpt = False,
 ) -> None:
     """Store a value."""
-    cli = current(ctx)
-    checked_key(key)
+    cmd = key_command(ctx, bucket, key, as_json)
     if value is None:
         piped = not sys.stdin.isatty()
         value = sys.stdin.read() if piped else prompts.require(None, "Value", "pass VALUE")
@@ -168,8 +160,8 @@ def put(
     async def body(nc: Client) -> int:
         return await (await open_bucket(nc, bucket)).put(key, data)
 
-    revision = cli.run(body)
-    if cli.wants_json(as_json):
+    revision = cmd.run(body)
+    if cmd.json:
         output.emit_json({"bucket": bucket, "key": key, "revision": revision})
     else:
         output.say(f"{key} = revision {revision}")
@@ -185,8 +177,7 @@ def get(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a key's value."""
-    cli = current(ctx)
-    checked_key(key)
+    cmd = key_command(ctx, bucket, key, as_json)
 
     async def body(nc: Client) -> KeyValue.Entry:
         kv = await open_bucket(nc, bucket)
@@ -196,11 +187,11 @@ def get(
             at = f" at revision {revision}" if revision else ""
             raise CliError(f"key {key} not found in bucket {bucket}{at}") from None
 
-    entry = cli.run(body)
+    entry = cmd.run(body)
     if raw:
         sys.stdout.buffer.write(entry.value or b"")
         sys.stdout.flush()
-    elif cli.wants_json(as_json):
+    elif cmd.json:
         output.emit_json(entry_json(entry))
     else:
         output.say(f"{bucket} > {key} revision {entry.revision}")
@@ -215,42 +206,39 @@ def delete(
     purge: Annotated[bool, typer.Option("--purge", help="Also drop the key's history.")] = False,
 ) -> None:
     """Delete a key (a delete marker; --purge drops its history too)."""
-    cli = current(ctx)
-    checked_key(key)
+    cmd = key_command(ctx, bucket, key)
 
     async def body(nc: Client) -> None:
         kv = await open_bucket(nc, bucket)
         await (kv.purge(key) if purge else kv.delete(key))
 
-    cli.run(body)
+    cmd.run(body)
     output.note(f"Key {key} was {'purged' if purge else 'deleted'} from bucket {bucket}")
 
 
 @app.command("history")
 def history(ctx: typer.Context, bucket: Bucket, key: Key, as_json: JsonOpt = False) -> None:
     """Every kept revision of a key, oldest first."""
-    cli = current(ctx)
-    checked_key(key)
-    wants_json = cli.wants_json(as_json)
+    cmd = key_command(ctx, bucket, key, as_json)
 
     async def body(nc: Client) -> list[KeyValue.Entry]:
         kv = await open_bucket(nc, bucket)
         watcher = await kv.watch(key, include_history=True)
         entries: list[KeyValue.Entry] = []
         try:
-            with output.progress(f"Reading history of {key}", None, not wants_json) as bar:
+            with output.progress(f"Reading history of {key}", None, not cmd.json) as bar:
                 # The watcher yields each stored revision, then None once it has caught up.
-                while (entry := await watcher.updates(timeout=cli.timeout)) is not None:
+                while (entry := await watcher.updates(timeout=cmd.timeout)) is not None:
                     entries.append(entry)
                     bar.advance()
         finally:
             await watcher.stop()
         return entries
 
-    entries = cli.run(body)
+    entries = cmd.run(body)
     if not entries:
         raise CliError(f"key {key} not found in bucket {bucket}")
-    if wants_json:
+    if cmd.json:
         output.emit_json([entry_json(entry) for entry in entries])
         return
     rows = [
@@ -272,33 +260,15 @@ def watch(
     as_json: JsonOpt = False,
 ) -> None:
     """Print the latest value of each key, then every change, until --count or Ctrl-C."""
-    cli = current(ctx)
-    checked_key(key, pattern=True)
+    cmd = key_command(ctx, bucket, key, as_json, pattern=True)
     idle = options.duration("--wait", wait)
     timeout = idle / 1e9 if idle else None
-    wants_json = cli.wants_json(as_json)
 
     async def body(nc: Client) -> int:
-        kv = await open_bucket(nc, bucket)
-        watcher = await kv.watch(key)
-        seen = 0
-        try:
-            while not count or seen < count:
-                try:
-                    entry = await watcher.updates(timeout=timeout)  # type: ignore[arg-type]
-                except nats.errors.TimeoutError:
-                    break
-                if entry is None:  # caught up with stored values; live updates follow
-                    continue
-                seen += 1
-                show_entry(entry, wants_json)
-        finally:
-            await watcher.stop()
-        return seen
+        watcher = await (await open_bucket(nc, bucket)).watch(key)
+        return await follow(watcher, count, timeout, lambda entry: show_entry(entry, cmd.json))
 
-    seen = cli.run(body)
-    if count and seen < count:
-        raise CliError(f"received {seen} of {count} updates before --wait {wait} passed")
+    require_count(cmd.run(body), count, wait, "updates")
 
 
 @app.command("ls")
@@ -333,12 +303,12 @@ def ls(
 @app.command("rm")
 def rm(ctx: typer.Context, bucket: Bucket, force: Force = False) -> None:
     """Delete a bucket and all its keys."""
-    cli = current(ctx)
+    cmd = bucket_command(ctx, bucket, check=False)
 
     async def body(nc: Client) -> None:
         await open_bucket(nc, bucket)
         prompts.confirm_or_force(force, f"Really delete bucket {bucket} and all its keys?")
         await jetstream(nc).delete_key_value(bucket)
 
-    cli.run(body)
+    cmd.run(body)
     output.note(f"Bucket {bucket} was deleted")

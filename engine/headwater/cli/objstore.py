@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterable
 from typing import Annotated, Any, BinaryIO
 
-import nats.errors
 import nats.js.errors
 import typer
 from nats.aio.client import Client
@@ -27,10 +26,18 @@ from nats.js.api import ObjectInfo, ObjectMeta, ObjectStoreConfig, Placement, St
 from nats.js.object_store import ObjectStore
 
 from headwater.cli import options, output, prompts
+from headwater.cli.buckets import (
+    Bucket,
+    JsonOpt,
+    bucket_command,
+    checked_bucket,
+    follow,
+    opened_bucket,
+    require_count,
+)
 from headwater.cli.context import current
 from headwater.cli.errors import CliError
 from headwater.cli.jsapi import JetStreamApi
-from headwater.cli.kv import checked_bucket, opened_bucket
 from headwater.cli.options import Storage
 from headwater.control.api import jetstream
 
@@ -38,8 +45,6 @@ app = typer.Typer(help="Object store buckets.", no_args_is_help=True)
 
 OBJ_PREFIX = "OBJ_"
 
-Bucket = Annotated[str, typer.Argument(help="Bucket name.")]
-JsonOpt = Annotated[bool, typer.Option("--json", "-j", help="Print JSON.")]
 # Long only, as everywhere: -f is --file (docs/CLI.md).
 Force = Annotated[bool, typer.Option("--force", help="Act without confirmation.")]
 Names = Annotated[bool, typer.Option("--names", "-n", help="Only the names.")]
@@ -187,8 +192,7 @@ def add(
     as_json: JsonOpt = False,
 ) -> None:
     """Create a bucket."""
-    cli = current(ctx)
-    checked_bucket(bucket)
+    cmd = bucket_command(ctx, bucket, as_json)
     if replicas < 1:
         raise CliError("invalid value for --replicas: at least 1")
     ttl_ns = options.duration("--ttl", ttl)
@@ -204,12 +208,12 @@ def add(
 
     async def body(nc: Client) -> Json:
         await jetstream(nc).create_object_store(bucket, config)
-        return await JetStreamApi(nc, cli.timeout).stream_info(stream_of(bucket))
+        return await JetStreamApi(nc, cmd.timeout).stream_info(stream_of(bucket))
 
-    info = cli.run(body)
-    if not cli.wants_json(as_json):
+    info = cmd.run(body)
+    if not cmd.json:
         output.note(f"Bucket {bucket} was created")
-    _emit_bucket(info, cli.wants_json(as_json))
+    _emit_bucket(info, cmd.json)
 
 
 @app.command("put")
@@ -232,8 +236,7 @@ def put(
     as_json: JsonOpt = False,
 ) -> None:
     """Store a file (or stdin) as an object; replacing one asks first."""
-    cli = current(ctx)
-    checked_bucket(bucket)
+    cmd = bucket_command(ctx, bucket, as_json)
     # natscli's default name is the path as given, cleaned (``./a/../b`` is ``b``).
     object_name = name or (os.path.normpath(file) if file else None)
     if not object_name:
@@ -243,7 +246,6 @@ def put(
     meta = ObjectMeta(
         name=object_name, description=description, headers=_headers(header or []) or None
     )
-    wants_json = cli.wants_json(as_json)
 
     async def body(nc: Client) -> ObjectInfo:
         store = await open_bucket(nc, bucket)
@@ -259,13 +261,13 @@ def put(
         # nats-py reads the file in a thread (readinto), off the event loop.
         with (
             open(file, "rb") as source,
-            output.progress(f"Putting {object_name}", total, not wants_json) as bar,
+            output.progress(f"Putting {object_name}", total, not cmd.json) as bar,
         ):
             reader = _Reading(source, bar.advance)
             return await store.put(object_name, reader, meta)  # type: ignore[arg-type]
 
-    info = cli.run(body)
-    if wants_json:
+    info = cmd.run(body)
+    if cmd.json:
         output.emit_json(object_json(info))
     else:
         show_object(info)
@@ -295,9 +297,7 @@ def get(
     as_json: JsonOpt = False,
 ) -> None:
     """Write an object to a file; replacing an existing file asks first."""
-    cli = current(ctx)
-    checked_bucket(bucket)
-    wants_json = cli.wants_json(as_json)
+    cmd = bucket_command(ctx, bucket, as_json)
 
     async def body(nc: Client) -> tuple[ObjectInfo, str, int, float]:
         store = await open_bucket(nc, bucket)
@@ -312,7 +312,7 @@ def get(
             # nats-py writes the chunks in a thread, off the event loop.
             with (
                 open(partial, "wb") as sink,
-                output.progress(f"Getting {name}", info.size, not wants_json) as bar,
+                output.progress(f"Getting {name}", info.size, not cmd.json) as bar,
             ):
                 writer = _Writing(sink, bar.advance)
                 await store.get(name, writeinto=writer)  # type: ignore[arg-type]
@@ -328,8 +328,8 @@ def get(
                 os.unlink(partial)
         return info, target, writer.written, time.monotonic() - started
 
-    info, target, written, elapsed = cli.run(body)
-    if wants_json:
+    info, target, written, elapsed = cmd.run(body)
+    if cmd.json:
         output.emit_json({"bucket": bucket, "name": info.name, "file": target, "size": written})
     else:
         output.say(f"Wrote: {output.size(written)} to {target} in {elapsed:.2f}s")
@@ -346,13 +346,11 @@ def delete(
     as_json: JsonOpt = False,
 ) -> None:
     """Delete an object, or the bucket and all its objects (``rm`` is the same command)."""
-    cli = current(ctx)
-    checked_bucket(bucket)
-    wants_json = cli.wants_json(as_json)
+    cmd = bucket_command(ctx, bucket, as_json)
 
     async def body(nc: Client) -> Json:
         store = await open_bucket(nc, bucket)
-        api = JetStreamApi(nc, cli.timeout)
+        api = JetStreamApi(nc, cmd.timeout)
         if name is None:
             prompts.confirm_or_force(force, f"Delete bucket {bucket} and all its files?")
             return await api.stream_delete(stream_of(bucket))
@@ -362,16 +360,16 @@ def delete(
         await store.delete(name)
         return await api.stream_info(stream_of(bucket))
 
-    reply = cli.run(body)
+    reply = cmd.run(body)
     if name is None:
-        if wants_json:
+        if cmd.json:
             output.emit_json(reply)
         else:
             output.note(f"Bucket {bucket} was deleted")
         return
-    if not wants_json:
+    if not cmd.json:
         output.note(f"Removed {bucket} > {name}")
-    _emit_bucket(reply, wants_json)
+    _emit_bucket(reply, cmd.json)
 
 
 # natscli's ``rm`` is an alias of ``del``: ``rm BUCKET --force`` removes the bucket.
@@ -386,20 +384,18 @@ def info(
     as_json: JsonOpt = False,
 ) -> None:
     """A bucket's configuration and size, or an object's metadata."""
-    cli = current(ctx)
-    checked_bucket(bucket)
+    cmd = bucket_command(ctx, bucket, as_json)
 
     async def body(nc: Client) -> Json | ObjectInfo:
         store = await open_bucket(nc, bucket)
         if name is None:
-            return await JetStreamApi(nc, cli.timeout).stream_info(stream_of(bucket))
+            return await JetStreamApi(nc, cmd.timeout).stream_info(stream_of(bucket))
         return await object_info(store, bucket, name)
 
-    found = cli.run(body)
-    wants_json = cli.wants_json(as_json)
+    found = cmd.run(body)
     if isinstance(found, dict):
-        _emit_bucket(found, wants_json)
-    elif wants_json:
+        _emit_bucket(found, cmd.json)
+    elif cmd.json:
         output.emit_json(object_json(found))
     else:
         show_object(found)
@@ -413,25 +409,24 @@ def ls(
     as_json: JsonOpt = False,
 ) -> None:
     """List buckets, or the objects of one bucket."""
-    cli = current(ctx)
     if bucket is None:
-        _list_buckets(ctx, names, cli.wants_json(as_json))
+        _list_buckets(ctx, names, current(ctx).wants_json(as_json))
         return
-    checked_bucket(bucket)
+    cmd = bucket_command(ctx, bucket, as_json)
 
     async def body(nc: Client) -> list[ObjectInfo]:
         store = await open_bucket(nc, bucket)
         try:
             # The listing ends at the watcher's "caught up" marker; bound the wait for it.
-            found = await asyncio.wait_for(store.list(ignore_deletes=True), cli.timeout)
+            found = await asyncio.wait_for(store.list(ignore_deletes=True), cmd.timeout)
         except nats.js.errors.NotFoundError:
             return []
         except TimeoutError:
-            raise CliError(f"listing bucket {bucket} took longer than {cli.timeout:g}s") from None
+            raise CliError(f"listing bucket {bucket} took longer than {cmd.timeout:g}s") from None
         return sorted(found, key=lambda entry: entry.name)
 
-    objects = cli.run(body)
-    if cli.wants_json(as_json):
+    objects = cmd.run(body)
+    if cmd.json:
         output.emit_json(
             [entry.name for entry in objects] if names else [object_json(o) for o in objects]
         )
@@ -482,8 +477,7 @@ def seal(
     ctx: typer.Context, bucket: Bucket, force: Force = False, as_json: JsonOpt = False
 ) -> None:
     """Seal a bucket: no further changes, for good."""
-    cli = current(ctx)
-    checked_bucket(bucket)
+    cmd = bucket_command(ctx, bucket, as_json)
 
     async def body(nc: Client) -> Json:
         await open_bucket(nc, bucket)
@@ -491,14 +485,14 @@ def seal(
         prompts.confirm_or_force(force, question)
         # The server's own config with one field changed: nats-py's seal() round-trips it
         # through a dataclass that drops the fields it does not know.
-        api = JetStreamApi(nc, cli.timeout)
+        api = JetStreamApi(nc, cmd.timeout)
         config = (await api.stream_info(stream_of(bucket)))["config"]
         return await api.stream_update({**config, "sealed": True})
 
-    info = cli.run(body)
-    if not cli.wants_json(as_json):
+    info = cmd.run(body)
+    if not cmd.json:
         output.note(f"{bucket} has been sealed")
-    _emit_bucket(info, cli.wants_json(as_json))
+    _emit_bucket(info, cmd.json)
 
 
 def show_change(info: ObjectInfo, as_json: bool) -> None:
@@ -528,32 +522,14 @@ def watch(
 
     As natscli, the stored metadata records come first (deleted objects included), then the
     changes as they happen."""
-    cli = current(ctx)
-    checked_bucket(bucket)
+    cmd = bucket_command(ctx, bucket, as_json)
     if count < 0:
         raise CliError("invalid value for --count: at least 0")
     idle = options.duration("--wait", wait)
     timeout = idle / 1e9 if idle else None
-    wants_json = cli.wants_json(as_json)
 
     async def body(nc: Client) -> int:
-        store = await open_bucket(nc, bucket)
-        watcher = await store.watch(include_history=True)
-        seen = 0
-        try:
-            while not count or seen < count:
-                try:
-                    info = await watcher.updates(timeout=timeout)  # type: ignore[arg-type]
-                except nats.errors.TimeoutError:
-                    break
-                if info is None:  # caught up with the stored records; live changes follow
-                    continue
-                seen += 1
-                show_change(info, wants_json)
-        finally:
-            await watcher.stop()
-        return seen
+        watcher = await (await open_bucket(nc, bucket)).watch(include_history=True)
+        return await follow(watcher, count, timeout, lambda info: show_change(info, cmd.json))
 
-    seen = cli.run(body)
-    if count and seen < count:
-        raise CliError(f"received {seen} of {count} changes before --wait {wait} passed")
+    require_count(cmd.run(body), count, wait, "changes")
