@@ -68,6 +68,10 @@ def test_options_from_query() -> None:
     assert HealthzOptions.from_query(Query.parse("js-enabled-only=true")).js_enabled_only
     assert HealthzOptions.from_query(Query.parse("js-enabled=1")).js_enabled_only
     assert HealthzOptions.from_query(Query.parse("js-server-only=t")).js_server_only
+    assert HealthzOptions.from_query(Query.parse("js-meta-only=true")).js_meta_only
+    # nats-server decodes js-meta-only after js-server-only: the first bad one is reported.
+    with pytest.raises(BadRequest, match="js-server-only"):
+        HealthzOptions.from_query(Query.parse("js-meta-only=no&js-server-only=maybe"))
     # A bare flag is an empty value: false, as Go reads it.
     assert not HealthzOptions.from_query(Query.parse("js-enabled-only")).js_enabled_only
     with pytest.raises(BadRequest, match="js-server-only"):

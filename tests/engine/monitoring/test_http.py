@@ -29,7 +29,9 @@ async def test_bound_port_and_log_line(start: Any, caplog: pytest.LogCaptureFixt
     assert match is not None and int(match.group(1)) == srv.http_port
 
 
-@pytest.mark.parametrize("path", ["/varz", "/connz", "/subsz", "/subscriptionsz", "/healthz"])
+@pytest.mark.parametrize(
+    "path", ["/varz", "/connz", "/subsz", "/subscriptionsz", "/jsz", "/healthz"]
+)
 async def test_json_endpoints(node: Server, http: Any, path: str) -> None:
     response = await http.get(node.http_port, path)
     assert response.status == 200
@@ -46,7 +48,7 @@ async def test_json_endpoints(node: Server, http: Any, path: str) -> None:
 async def test_index_metrics_and_unknown_paths(node: Server, http: Any) -> None:
     index = await http.get(node.http_port, "/")
     assert index.status == 200 and index.headers["content-type"].startswith("text/html")
-    for path in ("varz", "connz", "subsz", "healthz", "metrics"):
+    for path in ("varz", "connz", "subsz", "jsz", "healthz", "metrics"):
         assert f'href="./{path}"' in index.body.decode()
     metrics = await http.get(node.http_port, "/metrics")
     assert metrics.status == 200

@@ -54,20 +54,21 @@ from headwater.server.meta.client import (
 )
 from headwater.server.meta.etcdmember import EtcdError, EtcdMember
 from headwater.server.meta.tls import EtcdTLS
+from headwater.server.routing.subjects import SERVERS_ONLY
 from headwater.server.subscription import Subscription
 
 from . import errors
 from .api import GATHERED, Request, Route
-from .wire import dumps
+from .wire import ZERO_TIME, dumps
 
 if TYPE_CHECKING:
     from .service import JetStreamService
 
 log = logging.getLogger("headwater.server")
 
-FORWARD_PREFIX = "$HW.JSC"
+FORWARD_PREFIX = f"{SERVERS_ONLY}JSC"
 """``$HW.JSC.<server id>.<API subject>``: a request sent on to the server that handles it."""
-GATHER_INBOX = "$HW.JSR"
+GATHER_INBOX = f"{SERVERS_ONLY}JSR"
 """``$HW.JSR.<server id>.<n>.<peer>``: where the servers' parts of a gathered answer come
 back."""
 REGISTRATION_TTL = 5
@@ -289,11 +290,15 @@ class ClusteredJetStream:
         return status.leader
 
     def meta_cluster(self) -> dict[str, Any]:
-        """``/jsz``'s ``meta_cluster``: the metadata group is etcd, its members the servers.
+        """``/jsz``'s ``meta_cluster`` in nats-server 2.15's shape: the metadata group is
+        etcd, its members the servers.
 
-        ``peer`` is nats-server's peer id for the server's name (so both servers show the
-        same id for one name); a replica is ``current`` while its registration lives in etcd,
-        and ``active`` is how long ago this server last saw it registered (nanoseconds).
+        ``peer`` is the leader's peer id, nats-server's for the leader's name (so both servers
+        show the same id for one name), left out with an empty ``leader`` or ``replicas`` as
+        nats-server does, and when the leader is an external etcd member (no server). A
+        replica is ``current`` while its registration lives in etcd, and ``active`` is how
+        long ago this server last saw it registered (nanoseconds). nats-server's backlogs of
+        routed requests and snapshots do not exist here (requests go to etcd directly): zero.
         """
         now = time.monotonic()
         names = set(self.peers) | set(self._last_seen)
@@ -311,15 +316,23 @@ class ClusteredJetStream:
                 replica["offline"] = True
             replicas.append(replica)
         size = len(self.status.members) if self.status is not None else len(names | {self.name})
-        return {
-            "name": self.cluster.name,
-            "leader": self.leader_name(),
-            "peer": peer_id(self.name),
-            "replicas": replicas,
+        leader = self.leader_name()
+        out: dict[str, Any] = {"name": self.cluster.name}
+        if leader:
+            out["leader"] = leader
+            if leader == self.name or leader in names:
+                out["peer"] = peer_id(leader)
+        if replicas:
+            out["replicas"] = replicas
+        out |= {
             "cluster_size": size,
             "quorum_needed": size // 2 + 1,
             "pending": 0,
+            "pending_requests": 0,
+            "pending_infos": 0,
+            "snapshot": {"pending_entries": 0, "pending_size": 0, "last_time": ZERO_TIME},
         }
+        return out
 
     async def _load(self, prefix: str) -> int:
         """Read everything under ``prefix`` into the cache; the revision it was read at."""

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from headwater.server.connections.internal import InternalClient
-from headwater.server.consumers.api import ConsumerApi
+from headwater.server.consumers.api import ConsumerApi, consumer_info
+from headwater.server.consumers.config import stored_json
 from headwater.server.consumers.manager import ConsumerManager
 from headwater.server.store import StoreConfig, StreamStore, SyncPolicy, open_store
 
@@ -28,16 +29,18 @@ from .advisories import API_LIMIT_ADVISORY, api_limit_reached_body, publish_stre
 from .api import CONSUMER_ROUTES, ROUTES, ApiRouter
 from .clustered import ClusteredJetStream
 from .registry import Claim, NameTaken, StreamRegistry
-from .replication import ReplicationManager
+from .replication import ReplicationManager, replication_info
 from .snapshot import SNAPSHOT_ROUTES, SnapshotApi
 from .stream import Stream, store_limits
 from .streamapi import StreamApi
 from .streamconfig import StreamConfig
+from .streaminfo import info_for_list
 from .templateapi import TEMPLATE_ROUTES, TemplateApi
 from .templates import TemplateManager
 from .versioning import JS_API_LEVEL
 
 if TYPE_CHECKING:
+    from headwater.server.consumers.consumer import Consumer
     from headwater.server.node import Server
 
 __all__ = ["JetStreamService"]
@@ -293,11 +296,54 @@ class JetStreamService:
     def health_error(self) -> str | None:
         """Why ``/healthz`` should report JetStream unhealthy; None while it runs (and, in a
         cluster, once this server has joined the cluster's metadata in etcd)."""
+        # Only the meta layer is checked for now: streams that failed to recover are logged
+        # and left out, not reported here.
+        return self.meta_health_error()
+
+    def meta_health_error(self) -> str | None:
+        """The part of :meth:`health_error` ``/healthz?js-meta-only=true`` stops after:
+        JetStream runs and, in a cluster, this server is current with the metadata's leader
+        (nats-server's texts, from :meth:`ClusteredJetStream.health_error`)."""
         if self.router is None:
             return "JetStream is not running"
         if self.clustered is not None:
             return self.clustered.health_error()
         return None
+
+    def cluster_block(self) -> dict[str, Any]:
+        """STREAM.INFO's ``cluster`` for a stream or consumer hosted here (all are R1, so this
+        server leads it): the cluster's name when clustered, and this server's."""
+        block: dict[str, Any] = {"name": self.cluster_name} if self.cluster_name else {}
+        block["leader"] = self.server_name
+        return block
+
+    def stream_report(self, stream: Stream, with_config: bool) -> dict[str, Any]:
+        """One stream in ``/jsz``'s ``stream_detail`` (no consumers): the config as stored,
+        as STREAM.LIST shows it, only ``with_config``."""
+        listed = info_for_list(stream)
+        report: dict[str, Any] = {
+            "name": stream.name,
+            "created": listed["created"],
+            "cluster": self.cluster_block(),
+        }
+        if with_config:
+            report["config"] = listed["config"]
+        report["state"] = listed["state"]
+        report.update(replication_info(stream))
+        return report
+
+    def consumer_report(self, consumer: Consumer, with_config: bool) -> dict[str, Any]:
+        """One consumer in ``/jsz``'s ``consumer_detail``: CONSUMER.INFO with the stored
+        config only ``with_config``, and a ``cluster`` block only in a cluster (nats-server
+        shows none for a single server's consumers there)."""
+        info = consumer_info(consumer, self.server_name if self.cluster_name else "")
+        if "cluster" in info:
+            info["cluster"] = self.cluster_block()
+        if with_config:
+            info["config"] = stored_json(consumer.config)
+        else:
+            del info["config"]
+        return info
 
     def varz(self) -> dict[str, Any]:
         """The ``jetstream`` section of ``/varz``: nats-server's ``config`` and ``stats``."""
@@ -323,5 +369,7 @@ class JetStreamService:
         stats = {
             key: report[key] for key in ("memory", "storage", "reserved_memory", "reserved_storage")
         }
-        stats |= {"accounts": 1, "ha_assets": 0, "api": report["api"]}
+        # In a cluster the metadata group is the one replicated asset (every stream is R1).
+        ha_assets = 1 if self.clustered is not None else 0
+        stats |= {"accounts": 1, "ha_assets": ha_assets, "api": report["api"]}
         return {"config": config, "stats": stats}

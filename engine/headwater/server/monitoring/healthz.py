@@ -9,6 +9,9 @@ The order of checks and the status codes follow nats-server's ``healthz`` (monit
 4. JetStream configured but not running: 503 ``{"status": "unavailable", ...}``;
 5. ``js-enabled-only=true``: stop here, 200;
 6. otherwise the JetStream service's own check, if it has one: 503 "unavailable" on failure.
+   ``js-meta-only=true`` stops that check after the meta layer (in a cluster: contact with,
+   and being current with, the metadata's leader), as nats-server does; a single server has
+   no meta layer, so for it the parameter changes nothing (in nats-server either).
 
 The deprecated ``js-enabled`` parameter is read as ``js-enabled-only``, as nats-server does.
 """
@@ -34,13 +37,19 @@ JS_NOT_ENABLED = "JetStream not enabled"
 class HealthzOptions:
     js_enabled_only: bool = False
     js_server_only: bool = False
+    js_meta_only: bool = False
 
     @classmethod
     def from_query(cls, query: Query) -> HealthzOptions:
+        # Decoded in nats-server's order, so the first bad parameter is the one reported.
         legacy = query.boolean("js-enabled")
+        enabled_only = query.boolean("js-enabled-only")
+        server_only = query.boolean("js-server-only")
+        meta_only = query.boolean("js-meta-only")
         return cls(
-            js_enabled_only=query.boolean("js-enabled-only") or legacy,
-            js_server_only=query.boolean("js-server-only"),
+            js_enabled_only=enabled_only or legacy,
+            js_server_only=server_only,
+            js_meta_only=meta_only,
         )
 
 
@@ -59,7 +68,7 @@ def healthz(server: Server, options: HealthzOptions | None = None) -> tuple[int,
         return UNAVAILABLE, _error("unavailable", JS_NOT_ENABLED)
     if opts.js_enabled_only:
         return OK, {"status": "ok"}
-    check = getattr(js, "health_error", None)
+    check = getattr(js, "meta_health_error" if opts.js_meta_only else "health_error", None)
     problem = check() if callable(check) else None
     if problem:
         return UNAVAILABLE, _error("unavailable", str(problem))

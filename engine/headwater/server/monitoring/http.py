@@ -8,9 +8,10 @@ request inside ``data_received`` without creating tasks. Reading a document neve
 every answer is a consistent snapshot of the server.
 
 Endpoints: ``/`` (index page), ``/varz``, ``/connz``, ``/subsz`` (alias ``/subscriptionsz``),
-``/routez``, ``/healthz`` and ``/metrics`` (Prometheus text). Every module a request needs
-is imported at start-up: an import on first use would stall the loop (cold prometheus_client:
-~100 ms).
+``/routez``, ``/jsz``, ``/healthz`` and ``/metrics`` (Prometheus text). Every module a
+request needs is imported at start-up: an import on first use would stall the loop (cold
+prometheus_client: ~100 ms). ``/jsz`` reads JetStream's modules only once the JetStream
+service, which imported them, is running.
 Unknown paths are 404, a bad parameter is 400 with a plain-text reason, as in nats-server.
 """
 
@@ -31,6 +32,7 @@ from headwater.server.connections.listen import join_host_port, listen_socket
 from headwater.server.monitoring import metrics
 from headwater.server.monitoring.connz import ConnzOptions, connz
 from headwater.server.monitoring.healthz import HealthzOptions, healthz
+from headwater.server.monitoring.jsz import JszOptions, jsz
 from headwater.server.monitoring.params import BadRequest, Query
 from headwater.server.monitoring.routez import routez
 from headwater.server.monitoring.subsz import SubszOptions, subsz
@@ -88,6 +90,7 @@ class MonitoringService:
             "/subsz": ("/subsz", self._subsz),
             "/subscriptionsz": ("/subsz", self._subsz),
             "/routez": ("/routez", self._routez),
+            "/jsz": ("/jsz", self._jsz),
             "/healthz": ("/healthz", self._healthz),
             "/metrics": ("/metrics", self._prometheus),
         }
@@ -148,6 +151,9 @@ class MonitoringService:
 
     def _routez(self, query: Query) -> Response:
         return _json(routez(self.server, query))
+
+    def _jsz(self, query: Query) -> Response:
+        return _json(jsz(self.server, JszOptions.from_query(query)))
 
     def _healthz(self, query: Query) -> Response:
         status, body = healthz(self.server, HealthzOptions.from_query(query))
@@ -314,6 +320,7 @@ _ENDPOINTS = (
     ("connz", "Connections"),
     ("subsz", "Subscriptions"),
     ("routez", "Routes"),
+    ("jsz", "JetStream"),
     ("healthz", "Health Probe"),
     ("metrics", "Prometheus Metrics"),
 )
