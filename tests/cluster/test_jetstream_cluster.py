@@ -511,3 +511,41 @@ async def test_a_template_stream_is_placed_where_it_was_made(
     await wait_until(known_everywhere, 10, "the template's stream is named by every server")
     info = await js_api(js_clients[2], "$JS.API.STREAM.INFO.tpl_one")
     assert info["cluster"]["leader"] == js_cluster.names[0], info
+
+
+@pytest.mark.parametrize("js_cluster", ["headwater"], indirect=True)
+async def test_clients_cannot_speak_for_the_servers(
+    js_cluster: Cluster, js_clients: list[NATS]
+) -> None:
+    """``$HW.`` subjects carry requests one server sends on to another, already placed:
+    a client publishing there (or asking for replies there) could create a stream that etcd
+    never placed, so a second server could place the name again. Refused as nats-server
+    refuses a denied publish: a permissions violation, the connection kept."""
+    errors: list[Exception] = []
+
+    async def on_error(exc: Exception) -> None:
+        errors.append(exc)
+
+    spoofer = await connect(js_cluster.urls[1], error_cb=on_error)
+    try:
+        target = js_clients[0]._server_info["server_id"]
+        config = json.dumps(stream_config("SPOOF", ["spoof.>"])).encode()
+        subject = f"$HW.JSC.{target}.$JS.API.STREAM.CREATE.SPOOF"
+        await spoofer.publish(subject, config)
+        await spoofer.publish("$JS.API.STREAM.NAMES", b"", reply=f"$HW.JSR.{target}.1.0")
+        await spoofer.flush()
+
+        async def both_refused() -> bool:
+            return len(errors) >= 2
+
+        await wait_until(both_refused, 5, "two permission errors")
+        # nats-py lowercases the server's text.
+        assert [str(e) for e in errors] == [
+            f'nats: permissions violation for publish to "{subject}"'.lower(),
+            f'nats: permissions violation for publish with reply of "$HW.JSR.{target}.1.0"'.lower(),
+        ]
+        assert spoofer.is_connected  # kept, as nats-server keeps it
+        for nc in js_clients:
+            assert await stream_names(nc) == []
+    finally:
+        await spoofer.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -147,4 +148,41 @@ async def test_unsub_max_on_the_wire(any_shared_server: ServerProcess) -> None:
     assert (await client.msg())[1] == b"a"
     assert (await client.msg())[1] == b"b"
     await client.expect("PONG")
+    await client.close()
+
+
+async def test_servers_only_subjects_are_refused_like_a_denied_publish(
+    shared_server: ServerProcess, tmp_path: Path
+) -> None:
+    """Headwater reserves ``$HW.`` for its servers (docs/DIFFERENCES.md): a client's publish
+    there, plain or batched, gets exactly what nats-server sends for a publish its
+    permissions deny, and the connection stays. A reply subject there is refused with
+    nats-server's text for a reply subject it refuses."""
+    conf = tmp_path / "deny.conf"
+    conf.write_text(
+        "authorization { users = [ { user: a, password: b,\n"
+        '  permissions: { publish: { deny: ["$HW.>"] } } } ] }\n'
+    )
+    # Three in one write: Headwater's parser hands them over as one batch.
+    three = "PUB $HW.JSC.x 1\r\na\r\nPUB $HW.JSC.x 1\r\nb\r\nPUB $HW.JSC.x 1\r\nc\r\nPING\r\n"
+    refused = "-ERR 'Permissions Violation for Publish to \"$HW.JSC.x\"'"
+    lines = {}
+    with ServerProcess("nats", ["-c", str(conf), "-a", "127.0.0.1", "-p", "-1"]) as reference:
+        for name, port, creds in (
+            ("nats", reference.port, {"user": "a", "pass": "b"}),
+            ("headwater", shared_server.port, {}),
+        ):
+            client = await WireClient.connect(port, creds)
+            await client.send(three)
+            lines[name] = [await client.line() for _ in range(4)]
+            await client.close()
+    assert lines["headwater"] == lines["nats"] == [refused, refused, refused, "PONG"]
+
+    client = await WireClient.connect(shared_server.port, {})
+    await client.send("PUB ok $HW.JSR.y 1\r\nd\r\nPING\r\n")
+    assert (
+        await client.line()
+        == "-ERR 'Permissions Violation for Publish with Reply of \"$HW.JSR.y\"'"
+    )
+    assert await client.line() == "PONG"
     await client.close()

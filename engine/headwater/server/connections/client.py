@@ -31,7 +31,7 @@ from headwater.server.protocol.parser import (
     Parser,
     ProtocolError,
 )
-from headwater.server.routing.subjects import valid_literal_subject, valid_subject
+from headwater.server.routing.subjects import SERVERS_ONLY, valid_literal_subject, valid_subject
 from headwater.server.subscription import Subscription
 
 if TYPE_CHECKING:
@@ -279,6 +279,9 @@ class ClientConnection(asyncio.Protocol):
             self.send_err("Unknown Protocol Operation")
             self.close("Protocol Violation")
             return
+        if subject.startswith(SERVERS_ONLY) or reply.startswith(SERVERS_ONLY):
+            self._refuse_servers_only(subject, reply)
+            return
         if self.pedantic and not valid_literal_subject(subject):
             # nats-server tells a pedantic client, and still delivers the message.
             self.send_err("Invalid Publish Subject")
@@ -293,6 +296,10 @@ class ClientConnection(asyncio.Protocol):
 
     def _on_pub_batch(self, subject: str, payloads: list[bytes]) -> None:
         """Several plain PUBs (no reply, no headers) to one subject, from a connected client."""
+        if subject.startswith(SERVERS_ONLY):
+            for _ in payloads:
+                self._refuse_servers_only(subject, "")
+            return
         total = sum(map(len, payloads))
         self.in_msgs += len(payloads)
         self.in_bytes += total
@@ -522,6 +529,14 @@ class ClientConnection(asyncio.Protocol):
 
     def send_err(self, text: str) -> None:
         self.send(encoder.err(text))
+
+    def _refuse_servers_only(self, subject: str, reply: str) -> None:
+        """A publish to (or with replies to) the servers' own subjects: refused as a denied
+        publish is, with nats-server's texts, the connection kept."""
+        if subject.startswith(SERVERS_ONLY):
+            self.send_err(f'Permissions Violation for Publish to "{subject}"')
+        else:
+            self.send_err(f'Permissions Violation for Publish with Reply of "{reply}"')
 
     # --- timers --------------------------------------------------------------------------
 

@@ -22,7 +22,13 @@ client's SUB or PUB; Python ``str`` subjects are already decoded, so neither is 
 
 from __future__ import annotations
 
+SERVERS_ONLY = "$HW."
+"""Subjects the servers of a cluster speak to each other on (``$HW.JSC`` requests sent on,
+``$HW.JSR`` gathered answers). A client may not publish there, nor ask for replies there:
+it could act in a server's name (docs/DIFFERENCES.md)."""
+
 __all__ = [
+    "SERVERS_ONLY",
     "is_literal",
     "subject_is_subset",
     "subject_matches",
