@@ -549,3 +549,27 @@ async def test_clients_cannot_speak_for_the_servers(
             assert await stream_names(nc) == []
     finally:
         await spoofer.close()
+
+
+@pytest.mark.parametrize("js_cluster", ["headwater"], indirect=True)
+async def test_replicas_above_one_are_refused_for_what_they_are(
+    js_cluster: Cluster, js_clients: list[NATS]
+) -> None:
+    """Replicated streams are not built yet (docs/REPLICATION.md). In a cluster, asking for
+    them must say so, not claim the server runs "in non-clustered mode" (10074, the answer of
+    a single server, which nats-server gives too), and must leave nothing behind."""
+    not_yet = {
+        "code": 500,
+        "err_code": 10052,
+        "description": "replicated streams are not supported yet: num_replicas must be 1",
+    }
+    r3 = stream_config("R3", ["r3.>"], num_replicas=3)
+    for nc in js_clients:
+        assert (await js_api(nc, "$JS.API.STREAM.CREATE.R3", r3)).get("error") == not_yet
+    await create_stream(js_clients[0], stream_config("R1", ["r1.>"]))
+    for nc in js_clients:
+        reply = await js_api(
+            nc, "$JS.API.STREAM.UPDATE.R1", {**r3, "name": "R1", "subjects": ["r1.>"]}
+        )
+        assert reply.get("error") == not_yet
+    assert await stream_names(js_clients[1]) == ["R1"]

@@ -165,11 +165,11 @@ def test_a_sealed_stream_accepts_an_update_that_keeps_it_sealed() -> None:
     assert code == 10052
 
 
-def test_replicas_may_grow_when_clustered() -> None:
+def test_replicas_refused_as_not_built_yet_when_clustered() -> None:
     request = StreamConfig(name="S", subjects=("s.>",), num_replicas=3)
-    assert (
-        validate_update(_stream(), request, limits=StreamLimits(clustered=True)).num_replicas == 3
-    )
+    with pytest.raises(ApiErrorException) as caught:
+        validate_update(_stream(), request, limits=StreamLimits(clustered=True))
+    assert caught.value.error.err_code == 10052
 
 
 def test_update_metadata_replaces_user_keys_and_keeps_level() -> None:

@@ -489,11 +489,14 @@ def test_create_only_rules_in_order(
     assert _error(validate_create, cfg, []) == (err_code, description)
 
 
-def test_replicas_allowed_when_clustered() -> None:
-    outcome = validate_create(
-        StreamConfig(name="S", num_replicas=3), [], StreamLimits(clustered=True)
+def test_replicas_refused_as_not_built_yet_when_clustered() -> None:
+    # nats-server would replicate in a cluster; Headwater does not yet (docs/REPLICATION.md).
+    with pytest.raises(ApiErrorException) as caught:
+        validate_create(StreamConfig(name="S", num_replicas=3), [], StreamLimits(clustered=True))
+    assert caught.value.error.err_code == 10052
+    assert caught.value.error.description == (
+        "replicated streams are not supported yet: num_replicas must be 1"
     )
-    assert outcome.config.num_replicas == 3
 
 
 def test_create_new_stream_returns_defaulted_config() -> None:

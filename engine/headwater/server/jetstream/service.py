@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shutil
 import time
 from pathlib import Path
@@ -34,6 +35,7 @@ from .snapshot import SNAPSHOT_ROUTES, SnapshotApi
 from .stream import Stream, store_limits
 from .streamapi import StreamApi
 from .streamconfig import StreamConfig
+from .streamconfig_validate import CLUSTER_LIMITS, NO_LIMITS, StreamLimits
 from .streaminfo import info_for_list
 from .templateapi import TEMPLATE_ROUTES, TemplateApi
 from .templates import TemplateManager
@@ -91,6 +93,11 @@ class JetStreamService:
     def cluster_name(self) -> str | None:
         """The cluster's name in STREAM.INFO's ``cluster`` block, when clustered."""
         return self.clustered.cluster.name if self.clustered is not None else None
+
+    @property
+    def stream_limits(self) -> StreamLimits:
+        """What a stream config is checked against here (no account limits yet, issue 19)."""
+        return CLUSTER_LIMITS if self.clustered is not None else NO_LIMITS
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -294,10 +301,9 @@ class JetStreamService:
         return str(self.root)
 
     def health_error(self) -> str | None:
-        """Why ``/healthz`` should report JetStream unhealthy; None while it runs (and, in a
-        cluster, once this server has joined the cluster's metadata in etcd)."""
-        # Only the meta layer is checked for now: streams that failed to recover are logged
-        # and left out, not reported here.
+        """Why JetStream as a whole is unhealthy; None while it runs (and, in a cluster, once
+        this server has joined the cluster's metadata in etcd). ``/healthz`` adds the checks
+        of each stream and consumer (monitoring/healthz.py)."""
         return self.meta_health_error()
 
     def meta_health_error(self) -> str | None:
@@ -309,6 +315,19 @@ class JetStreamService:
         if self.clustered is not None:
             return self.clustered.health_error()
         return None
+
+    def stored_stream_names(self) -> list[str] | None:
+        """The entries of the global account's streams directory, sorted: what nats-server's
+        single-server ``/healthz`` walks (a live stream's directory, or one left by a stream
+        that could not be recovered); None while the account has no directory (no file
+        stream was ever created). Read-only: one directory listing, no file opened."""
+        account = self.root / layout.ACCOUNT
+        if not account.is_dir():
+            return None
+        try:
+            return sorted(entry.name for entry in os.scandir(layout.streams_dir(self.root)))
+        except OSError:  # the account's directory without a streams directory yet
+            return []
 
     def cluster_block(self) -> dict[str, Any]:
         """STREAM.INFO's ``cluster`` for a stream or consumer hosted here (all are R1, so this

@@ -22,7 +22,7 @@ from .direct import MSG_GET_REQUEST, msg_get
 from .gojson import GoType
 from .streamconfig import StreamConfig
 from .streamconfig_update import update_stream_request
-from .streamconfig_validate import NO_LIMITS, create_stream_request
+from .streamconfig_validate import create_stream_request
 from .streaminfo import info_for_list, info_for_request, info_plain
 from .subject_rules import subjects_collide
 from .templates import check_not_template_owned
@@ -128,8 +128,9 @@ class StreamApi:
     async def stream_create(self, req: Request) -> dict[str, Any]:
         svc = self.service
         name = _stream_name(req)
+        limits = svc.stream_limits
         outcome = await self._validated(
-            req, lambda configs: create_stream_request(req.body, name, configs.values(), NO_LIMITS)
+            req, lambda configs: create_stream_request(req.body, name, configs.values(), limits)
         )
         configs = [s.config for s in svc.streams.values()]
         if outcome.existing:
@@ -145,7 +146,7 @@ class StreamApi:
         svc = self.service
         name = _stream_name(req)
         cfg = await self._validated(
-            req, lambda configs: update_stream_request(req.body, name, configs, NO_LIMITS)
+            req, lambda configs: update_stream_request(req.body, name, configs, svc.stream_limits)
         )
         configs = self._configs()
         svc.resources.check_reservation(cfg, configs.values(), replacing=name)

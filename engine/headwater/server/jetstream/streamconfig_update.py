@@ -25,6 +25,7 @@ from .streamconfig import StreamConfig, parse_stream_request
 from .streamconfig_validate import (
     NO_LIMITS,
     StreamLimits,
+    check_replicas,
     check_stream_config,
     check_subject_name,
     check_subjects_free,
@@ -43,8 +44,7 @@ def _invalid(text: str) -> errors.ApiErrorException:
 def _check_transition(old: StreamConfig, cfg: StreamConfig, limits: StreamLimits) -> None:
     if cfg.name != old.name:
         raise _invalid("stream configuration name must match original")
-    if cfg.num_replicas > 1 and not limits.clustered:
-        raise errors.STREAM_REPLICAS_NOT_SUPPORTED.exc()
+    check_replicas(cfg.num_replicas, limits)
     if cfg.storage != old.storage:
         raise _invalid("stream configuration update can not change storage type")
     if cfg.retention != old.retention and "workqueue" in (cfg.retention, old.retention):

@@ -35,10 +35,12 @@ from .subject_rules import (
 from .versioning import DYNAMIC_METADATA_KEYS, REQUIRED_LEVEL_KEY, with_static_metadata
 
 __all__ = [
+    "CLUSTER_LIMITS",
     "NO_LIMITS",
     "CreateOutcome",
     "StreamLimits",
     "apply_defaults",
+    "check_replicas",
     "check_stream_config",
     "check_subject_name",
     "check_subjects_free",
@@ -73,10 +75,25 @@ class StreamLimits:
     storage_max_stream_bytes: int = 0
     """Account ceiling on ``max_bytes`` for file streams (10122)."""
     clustered: bool = False
-    """Headwater runs single-server, where more than one replica is refused (10074)."""
+    """The server is part of a cluster. A single server refuses more than one replica as
+    nats-server does (10074); a cluster refuses them as not built yet (10052)."""
 
 
 NO_LIMITS = StreamLimits()
+CLUSTER_LIMITS = StreamLimits(clustered=True)
+
+REPLICAS_NOT_YET = "replicated streams are not supported yet: num_replicas must be 1"
+
+
+def check_replicas(num_replicas: int, limits: StreamLimits) -> None:
+    """More than one replica: 10074 on a single server (nats-server's answer too); 10052 in
+    a cluster, where nats-server would replicate and Headwater does not yet
+    (docs/REPLICATION.md)."""
+    if num_replicas <= 1:
+        return
+    if not limits.clustered:
+        raise errors.STREAM_REPLICAS_NOT_SUPPORTED.exc()
+    raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICAS_NOT_YET)
 
 
 @dataclass(frozen=True)
@@ -499,8 +516,7 @@ def validate_create(
         raise _invalid("stream has no mirror but does have mirror direct")
     checked = check_stream_config(cfg, limits, pedantic=pedantic, streams=streams)
     refuse_unsupported(checked)
-    if checked.num_replicas > 1 and not limits.clustered:
-        raise errors.STREAM_REPLICAS_NOT_SUPPORTED.exc()
+    check_replicas(checked.num_replicas, limits)
     existing = streams.get(checked.name)
     if existing is not None:
         if same_config(checked, existing):

@@ -46,7 +46,7 @@ from headwater.server.subscription import Subscription
 from . import errors, publish
 from .layout import load_metas
 from .streamconfig import StreamConfig, config_from_json, config_to_json
-from .streamconfig_validate import NO_LIMITS, validate_create
+from .streamconfig_validate import validate_create
 from .wire import dumps
 
 if TYPE_CHECKING:
@@ -331,7 +331,7 @@ class TemplateManager:
             template.config.config, name=name, subjects=(subject,), template_owner=template.name
         )
         configs = [s.config for s in svc.streams.values()]
-        outcome = validate_create(cfg, configs, NO_LIMITS)
+        outcome = validate_create(cfg, configs, svc.stream_limits)
         svc.resources.check_reservation(outcome.config, configs)
         return outcome.config
 
