@@ -132,3 +132,114 @@ async def test_quorum_lost_then_regained(kind: str) -> None:
         cluster.restart(2)
         await _wait_healthz(survivor, 200, 40)
         await wait_jetstream(cluster)
+
+
+async def _wait_answer(
+    srv: ServerProcess, query: str, want: tuple[int, dict], timeout: float
+) -> None:
+    """/healthz?query until it answers ``want`` (bounded): the metadata reaches every server
+    a moment after the request that changed it was answered."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = await asyncio.to_thread(_healthz, srv, query)
+        if got == want or time.monotonic() > deadline:
+            assert got == want, (srv.port, query)
+            return
+        await asyncio.sleep(0.1)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("kind", KINDS)
+async def test_healthz_stream_consumer_and_account_in_a_cluster(kind: str) -> None:
+    """account/stream/consumer are looked up in the cluster's metadata: the account is known
+    while the cluster has any stream, and a stream (with its consumers) only on its server."""
+    ok = (200, {"status": "ok"})
+    no_account = (404, {"status": "unavailable", "error": 'JetStream account "$G" not found'})
+    with Cluster(kind, 3, jetstream=True) as cluster:
+        await wait_jetstream(cluster)
+        for srv in cluster.servers:
+            assert _healthz(srv, "?account=$G") == no_account
+            assert _healthz(srv, "?js-meta-only=true&account=other") == ok
+        nc = await nats.connect(cluster.servers[0].url, allow_reconnect=False)
+        try:
+            js = nc.jetstream()
+            info = await js.add_stream(name="X", subjects=["x"], storage="memory")
+            await js.add_consumer("X", durable_name="C")
+            assert info.cluster is not None
+            host = cluster.names.index(info.cluster.leader)
+            not_found = 'JetStream stream "X" not found on account "$G"'
+            for i, srv in enumerate(cluster.servers):
+                await _wait_answer(srv, "?account=$G", ok, 10)
+                assert _healthz(srv, "?account=$G&details=true") == ok
+                assert _healthz(srv, "?account=other") == (
+                    404,
+                    {"status": "unavailable", "error": 'JetStream account "other" not found'},
+                )
+                if i == host:
+                    # A memory stream counts in a cluster (single servers only walk the disk).
+                    assert _healthz(srv, "?account=$G&stream=X") == ok
+                    assert _healthz(srv, "?account=$G&stream=X&consumer=C&details=1") == ok
+                    missing = 'JetStream consumer "Z" not found for stream "X" on account "$G"'
+                    assert _healthz(srv, "?account=$G&stream=X&consumer=Z") == (
+                        404,
+                        {"status": "unavailable", "error": missing},
+                    )
+                    continue
+                # Not a member of the stream's group: not found here.
+                for query in ("?account=$G&stream=X", "?account=$G&stream=X&consumer=C"):
+                    assert _healthz(srv, query) == (
+                        404,
+                        {"status": "unavailable", "error": not_found},
+                    ), (i, query)
+                assert _healthz(srv, "?account=$G&stream=X&details=true") == (
+                    404,
+                    {
+                        "status": "error",
+                        "errors": [
+                            {"type": "STREAM", "account": "$G", "stream": "X", "error": not_found}
+                        ],
+                    },
+                )
+            await js.delete_stream("X")
+            for srv in cluster.servers:
+                await _wait_answer(srv, "?account=$G", no_account, 10)
+                assert _healthz(srv) == ok
+        finally:
+            await nc.close()
+
+
+@pytest.mark.timeout(90)
+async def test_healthz_reports_a_placed_stream_that_is_not_live() -> None:
+    """Headwater only: its stream placed here but not recovered (config unreadable) stays in
+    the metadata, and /healthz names it with nats-server's words for a stream assigned to a
+    server that does not run it. (nats-server rebuilds such a stream from its assignment.)"""
+    with Cluster("headwater", 3, jetstream=True) as cluster:
+        await wait_jetstream(cluster)
+        nc = await nats.connect(cluster.servers[0].url, allow_reconnect=False)
+        try:
+            info = await nc.jetstream().add_stream(name="X", subjects=["x"])
+        finally:
+            await nc.close()
+        assert info.cluster is not None
+        host = cluster.names.index(info.cluster.leader)
+        srv = cluster.servers[host]
+        cluster.stop(host)
+        directory = srv.store_dir / "jetstream" / "$G" / "streams" / "X"
+        for name in ("meta.inf", ".meta.inf.bak"):
+            if (directory / name).exists():
+                (directory / name).write_text("garbage")
+        cluster.restart(host)
+        await wait_jetstream(cluster)
+        error = "JetStream stream '$G > X' is not current: stream not found"
+        await _wait_answer(srv, "", (503, {"status": "unavailable", "error": error}), 10)
+        assert _healthz(srv, "?details=true&account=$G&stream=X") == (
+            503,
+            {
+                "status": "error",
+                "errors": [{"type": "STREAM", "account": "$G", "stream": "X", "error": error}],
+            },
+        )
+        assert _healthz(srv, "?js-meta-only=true") == (200, {"status": "ok"})
+        for other in cluster.servers:
+            if other is not srv:
+                assert _healthz(other) == (200, {"status": "ok"})

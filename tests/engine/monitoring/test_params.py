@@ -52,3 +52,35 @@ def test_unsigned_refuses_signs() -> None:
 
 def test_first_value_wins() -> None:
     assert Query.parse("limit=3&limit=9").integer("limit") == 3
+
+
+@pytest.mark.parametrize(
+    ("query", "kind", "message"),
+    [
+        # nats-server 2.15's answers, word for word (Go's strconv errors, %q-quoted input).
+        ("subs=maybe", "boolean", """'subs': strconv.ParseBool: parsing "maybe": invalid syntax"""),
+        (
+            "subs=%22a%5Cb%01%C3%A9",
+            "boolean",
+            """'subs': strconv.ParseBool: parsing "\\"a\\\\b\\x01é": invalid syntax""",
+        ),
+        ("subs=x", "int", """'subs': strconv.Atoi: parsing "x": invalid syntax"""),
+        (
+            "subs=99999999999999999999",
+            "int",
+            """'subs': strconv.Atoi: parsing "99999999999999999999": value out of range""",
+        ),
+        ("subs=-1", "uint64", """'subs': strconv.ParseUint: parsing "-1": invalid syntax"""),
+        (
+            "subs=99999999999999999999999",
+            "uint64",
+            """'subs': strconv.ParseUint: parsing "99999999999999999999999": value out of range""",
+        ),
+    ],
+)
+def test_error_texts_are_go_strconv_errors(query: str, kind: str, message: str) -> None:
+    q = Query.parse(query)
+    decode = {"boolean": q.boolean, "int": q.integer, "uint64": q.unsigned}[kind]
+    with pytest.raises(BadRequest) as caught:
+        decode("subs")
+    assert str(caught.value) == f"Error decoding {kind} for {message}"

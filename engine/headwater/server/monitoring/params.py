@@ -1,14 +1,18 @@
 """Query-string parameters, decoded with nats-server's rules.
 
 nats-server reads each parameter with Go's ``strconv`` (``ParseBool``, ``Atoi``,
-``ParseUint``) and answers 400 with a plain-text message when one does not parse; an absent or
-empty parameter means the zero value. Only the first value of a repeated parameter counts.
+``ParseUint``) and answers 400 with a plain-text message when one does not parse: ``Error
+decoding <kind> for '<name>': `` and strconv's own error (the function, the input %q-quoted,
+the reason), word for word here. An absent or empty parameter means the zero value. Only the
+first value of a repeated parameter counts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from urllib.parse import parse_qs
+
+from headwater.server.jetstream.gojson import go_quote
 
 # The spellings Go's strconv.ParseBool accepts.
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
@@ -44,23 +48,30 @@ class Query:
             return True
         if text in _FALSE:
             return False
-        raise BadRequest(f"Error decoding boolean for '{name}': invalid syntax {text!r}")
+        raise _bad("boolean", name, "ParseBool", text, "invalid syntax")
 
     def integer(self, name: str) -> int:
-        return self._number(name, -_INT64_MAX - 1, _INT64_MAX, "int")
+        return self._number(name, -_INT64_MAX - 1, _INT64_MAX, "int", "Atoi")
 
     def unsigned(self, name: str) -> int:
-        return self._number(name, 0, _UINT64_MAX, "uint64")
+        return self._number(name, 0, _UINT64_MAX, "uint64", "ParseUint")
 
-    def _number(self, name: str, low: int, high: int, kind: str) -> int:
+    def _number(self, name: str, low: int, high: int, kind: str, func: str) -> int:
         text = self.get(name)
         if not text:
             return 0
         # Go accepts an optional sign and decimal digits only (no spaces, no underscores).
         body = text[1:] if text[0] in "+-" and kind == "int" else text
         if not body.isascii() or not body.isdigit():
-            raise BadRequest(f"Error decoding {kind} for '{name}': invalid syntax {text!r}")
+            raise _bad(kind, name, func, text, "invalid syntax")
         value = int(text)
         if not low <= value <= high:
-            raise BadRequest(f"Error decoding {kind} for '{name}': value out of range {text!r}")
+            raise _bad(kind, name, func, text, "value out of range")
         return value
+
+
+def _bad(kind: str, name: str, func: str, text: str, reason: str) -> BadRequest:
+    """nats-server's message: its own prefix, then strconv's ``*NumError`` text."""
+    return BadRequest(
+        f"Error decoding {kind} for '{name}': strconv.{func}: parsing {go_quote(text)}: {reason}"
+    )
