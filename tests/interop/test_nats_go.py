@@ -6,7 +6,10 @@ two empty or equally broken runs cannot pass.
 
 The ``test_cluster_*`` tests do the same with gojs/cluster.go on a 3-server Headwater cluster
 and a 3-server nats-server cluster: core routing, JetStream across servers, and failover to
-a server the client learned from the cluster.
+a server the client learned from the cluster. After creating a stream, consumer or bucket the
+JetStream scenario waits (bounded) until the host's new interest has reached every server
+before publishing or fetching through another: both kinds propagate interest over the routes
+asynchronously, and a create's answer can overtake it.
 """
 
 from __future__ import annotations
@@ -197,6 +200,37 @@ def test_cluster_core(cluster_observed: Any) -> None:
         assert o["replies"] == [f"re:r-{i}@s3" for i in range(1, 6)]
         assert o["request_nobody"]["is"]
     assert_same("cluster-core", ours, theirs)
+
+
+def test_cluster_jetstream(cluster_observed: Any) -> None:
+    ours, theirs = cluster_observed("cluster-jetstream")
+    for o in (ours, theirs):
+        assert o["add_s1"]["cluster"] == {"name": "hwtest", "has_leader": True, "replicas": 0}
+        assert [a["seq"] for a in o["pub_acks_s2"]] == [1, 2, 3, 4, 5]
+        assert o["pub_duplicate_s3"] == {
+            "stream": "IOP_CLUSTER",
+            "seq": 3,
+            "duplicate": True,
+            "domain": "",
+        }
+        assert o["pub_s3"]["seq"] == 6
+        assert [i["state"]["msgs"] for i in o["info_via"]] == [6, 6, 6]
+        fetched = o["fetch_s3"]
+        assert [m["data"] for m in fetched] == [*(f"js-{i}" for i in range(1, 6)), "js-b"]
+        assert [m["subject"] for m in fetched] == ["iop.cl.js.a"] * 5 + ["iop.cl.js.b"]
+        assert [m["pending"] for m in fetched] == [5, 4, 3, 2, 1, 0]
+        info = o["consumer_info_s1"]
+        assert (info["num_ack_pending"], info["ack_floor_stream"]) == (0, 6)
+        assert o["consumer_names_s2"] == ["pull3"]
+        assert o["fetch_s3_empty"]["is"]
+        assert o["kv_put_s1"] == 1
+        assert o["kv_get_s3"]["value"] == "v1" and o["kv_get_s3"]["revision"] == 1
+        assert o["kv_update_s2"] == 2
+        assert o["kv_update_s2_stale"]["error"]["err_code"] == 10071
+        assert o["kv_get_s3_after"]["value"] == "v2"
+        assert [(e["key"], e["value"]) for e in o["kv_history_s1"]] == [("k", "v1"), ("k", "v2")]
+        assert o["kv_bind_deleted_s1"]["is"] and o["info_deleted_s1"]["is"]
+    assert_same("cluster-jetstream", ours, theirs)
 
 
 def test_cluster_failover(cluster_observed: Any) -> None:

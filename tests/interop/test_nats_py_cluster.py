@@ -1,7 +1,9 @@
 """nats-py (the test client) against a 3-server cluster, as nats.go and nats.js do in
 test_nats_go.py / test_nats_js.py (``test_cluster_*``): each connection is given one server's
 URL only, and uses the others through the cluster. Runs on a nats-server cluster (where it
-passes) and a Headwater cluster with the same assertions.
+passes) and a Headwater cluster with the same assertions. After each JetStream create it waits
+(``reachable``) until the host's new interest is known on every server, as the nats.go and
+nats.js scenarios do.
 
 Failover with nats-py is tests/cluster/test_routing.py's
 ``test_client_learns_the_cluster_and_fails_over``.
@@ -14,7 +16,15 @@ from collections.abc import AsyncIterator
 
 import nats
 import pytest
-from cluster.helpers import KINDS, collect, drain_for, inbox, propagated, wait_jetstream
+from cluster.helpers import (
+    KINDS,
+    collect,
+    drain_for,
+    inbox,
+    js_api,
+    propagated,
+    wait_jetstream,
+)
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
@@ -41,6 +51,14 @@ async def trio(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Cluster, l
         finally:
             for nc in conns:
                 await nc.close()
+
+
+async def reachable(conns: list[NATS], host: NATS) -> None:
+    """Wait (bounded: ``propagated``) until what ``host``'s server has subscribed so far (a
+    stream's subjects, a consumer's pull and ack subjects) is known on every other server."""
+    for nc in conns:
+        if nc is not host:
+            await propagated(nc, host)
 
 
 @pytest.mark.parametrize("trio", KINDS, indirect=True)
@@ -73,13 +91,17 @@ async def test_cluster_core(trio: tuple[Cluster, list[NATS]]) -> None:
 
 @pytest.mark.parametrize("trio", KINDS, indirect=True)
 async def test_cluster_jetstream(trio: tuple[Cluster, list[NATS]]) -> None:
-    _, conns = trio
+    cluster, conns = trio
     js1, js2, js3 = (nc.jetstream(timeout=5) for nc in conns)
     config = StreamConfig(
         name="IOP_PY", subjects=["iop.py.js.>"], num_replicas=1, duplicate_window=60
     )
     info = await js1.add_stream(config)
-    assert info.cluster is not None and info.cluster.leader in ("s1", "s2", "s3")
+    assert info.cluster is not None and info.cluster.leader in cluster.names
+    host = conns[cluster.names.index(info.cluster.leader)]
+    # The host's answer can overtake its new interest on the other servers' routes (in
+    # nats-server too): wait until that interest is known everywhere before using it there.
+    await reachable(conns, host)
 
     acks = [
         await js2.publish("iop.py.js.a", f"js-{i}".encode(), headers={"Nats-Msg-Id": f"id-{i}"})
@@ -97,6 +119,7 @@ async def test_cluster_jetstream(trio: tuple[Cluster, list[NATS]]) -> None:
     # A durable pull consumer made and fetched from through s3.
     pull = ConsumerConfig(durable_name="pull3", ack_policy=AckPolicy.EXPLICIT)
     await js3.add_consumer("IOP_PY", pull)
+    await reachable(conns, host)  # an R1 consumer lives on its stream's server
     sub = await js3.pull_subscribe_bind("pull3", "IOP_PY")
     msgs = await sub.fetch(6, timeout=3)
     assert [m.data for m in msgs] == [f"js-{i}".encode() for i in range(1, 6)] + [b"js-b"]
@@ -109,6 +132,9 @@ async def test_cluster_jetstream(trio: tuple[Cluster, list[NATS]]) -> None:
 
     # KV: put through s1, read through s3, update through s2, history through s1.
     kv1 = await js1.create_key_value(bucket="iop_py", history=3)
+    kv_leader = (await js1.stream_info("KV_iop_py")).cluster
+    assert kv_leader is not None and kv_leader.leader in cluster.names
+    await reachable(conns, conns[cluster.names.index(kv_leader.leader)])
     assert await kv1.put("k", b"v1") == 1
     kv3 = await js3.key_value("iop_py")
     entry = await kv3.get("k")
@@ -128,3 +154,25 @@ async def test_cluster_jetstream(trio: tuple[Cluster, list[NATS]]) -> None:
         with pytest.raises(NotFoundError) as gone:
             await js1.stream_info(name)
         assert gone.value.err_code == 10059
+
+
+@pytest.mark.parametrize("trio", KINDS, indirect=True)
+async def test_cluster_consumer_info_names_its_leader(trio: tuple[Cluster, list[NATS]]) -> None:
+    """A consumer's create and info replies carry the cluster block, as its stream's do:
+    nats-server 2.15 sends ``{"name": <cluster>, "leader": <server>}`` whichever server is
+    asked (for an R1 consumer, the leader is its stream's server). A client reads it to learn
+    where the consumer lives (the nats.go and nats.js cluster scenarios wait on that server)."""
+    cluster, (nc1, nc2, nc3) = trio
+    config = {"name": "IOP_PY_CI", "subjects": ["iop.py.ci.>"], "num_replicas": 1}
+    created = await js_api(nc1, "$JS.API.STREAM.CREATE.IOP_PY_CI", config)
+    assert "error" not in created, created
+    want = {"name": cluster.name, "leader": created["cluster"]["leader"]}
+
+    body = {"stream_name": "IOP_PY_CI", "config": {"durable_name": "c", "ack_policy": "explicit"}}
+    consumer = await js_api(nc3, "$JS.API.CONSUMER.CREATE.IOP_PY_CI.c", body)
+    assert "error" not in consumer, consumer
+    assert consumer.get("cluster") == want, consumer
+    for name, nc in zip(cluster.names, (nc1, nc2, nc3), strict=True):
+        info = await js_api(nc, "$JS.API.CONSUMER.INFO.IOP_PY_CI.c")
+        assert "error" not in info, (name, info)
+        assert info.get("cluster") == want, (name, info)

@@ -6,7 +6,9 @@
 //	cluster-core       subscribe on s2, publish on s1; a queue group on s2 and s3; request
 //	                   to a responder on s3; what each connection discovered
 //	cluster-jetstream  a stream created through s1, published to through s2 and s3, consumed
-//	                   by a pull consumer made through s3; KV put through s1, read through s3
+//	                   by a pull consumer made through s3; KV put through s1, read through s3.
+//	                   After each create it waits until the host's new interest has reached
+//	                   every server (reachable), as a publish or fetch elsewhere needs it
 //	cluster-failover   the server of a connection is killed (by the harness, see killServer)
 //	                   and its subscription keeps receiving from a third server
 //
@@ -88,9 +90,11 @@ func discovered(nc *nats.Conn, urls []string, want int) []string {
 
 var probes = 0
 
-// propagated waits until the subscriptions sub has made so far are known on pub's server: a
-// probe responder subscribed after them answers a request from pub (a server forwards
-// interest to another in order, so the earlier subscriptions have arrived too).
+// propagated waits until the subscriptions sub's server has made so far (sub's own, and the
+// server's internal ones: a stream's subjects, a consumer's pull and ack subjects) are known
+// on pub's server: a probe responder subscribed after them answers a request from pub (a
+// server forwards interest to another in order, on one route for the account, so the
+// earlier subscriptions have arrived too). Five seconds and 100 requests at most.
 func propagated(step string, pub, sub *nats.Conn) {
 	probes++
 	subject := fmt.Sprintf("iop.cl.probe.%d", probes)
@@ -99,16 +103,46 @@ func propagated(step string, pub, sub *nats.Conn) {
 	defer func() { _ = probe.Unsubscribe() }()
 	must(step+": probe flush", sub.Flush())
 	deadline := time.Now().Add(5 * time.Second)
-	for {
+	for attempt := 1; ; attempt++ {
 		_, err := pub.Request(subject, nil, 250*time.Millisecond)
 		if err == nil {
 			return
 		}
-		if time.Now().After(deadline) {
+		if attempt >= 100 || time.Now().After(deadline) {
 			fatal(step+": interest never propagated", err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// reachable waits until what the server named leader (the host of an R1 stream and its
+// consumers) has subscribed so far is known on every other server. Its answer to a create
+// crosses one route only, to the server the client asked through; the same interest reaches
+// the other servers over their own routes, asynchronously (in nats-server too), so a
+// publish or pull sent through them right after the create could find no responders.
+func reachable(step string, conns []*nats.Conn, leader string) {
+	host := -1
+	for i, nc := range conns {
+		if nc.ConnectedServerName() == leader {
+			host = i
+		}
+	}
+	if host < 0 {
+		fatal(step, fmt.Errorf("the leader %q is none of the servers", leader))
+	}
+	for i, nc := range conns {
+		if i != host {
+			propagated(fmt.Sprintf("%s: s%d from s%d", step, host+1, i+1), nc, conns[host])
+		}
+	}
+}
+
+// leaderOf is the server name of the stream's leader, or a fatal error.
+func leaderOf(step string, si *nats.StreamInfo) string {
+	if si.Cluster == nil || si.Cluster.Leader == "" {
+		fatal(step, fmt.Errorf("no leader in the stream info's cluster: %+v", si.Cluster))
+	}
+	return si.Cluster.Leader
 }
 
 // receive takes n messages from sub (five seconds at most for all) and returns their payloads.
@@ -258,6 +292,7 @@ func scenarioClusterJetStream(urls []string) {
 		Duplicates: time.Minute})
 	must("add stream s1", err)
 	out["add_s1"] = clusterStreamObs(si)
+	reachable("stream subjects", conns, leaderOf("add stream s1", si))
 
 	acks := []any{}
 	for i := 1; i <= 5; i++ {
@@ -280,6 +315,9 @@ func scenarioClusterJetStream(urls []string) {
 	// A durable pull consumer made and fetched from through s3.
 	sub, err := jss[2].PullSubscribe("iop.cl.js.>", "pull3", nats.BindStream(stream))
 	must("pull subscribe s3", err)
+	// An R1 consumer lives on its stream's server. (Its own info names that server too on
+	// nats-server, not yet on Headwater: test_nats_py_cluster.py's consumer-leader test.)
+	reachable("consumer subjects", conns, leaderOf("add stream s1", si))
 	msgs, seen := fetchObs(sub, 6)
 	out["fetch_s3"] = seen
 	for _, m := range msgs {
@@ -300,6 +338,9 @@ func scenarioClusterJetStream(urls []string) {
 	// KV: put through s1, read through s3, update through s2.
 	kv1, err := jss[0].CreateKeyValue(&nats.KeyValueConfig{Bucket: "iop_cluster", History: 3})
 	must("create kv s1", err)
+	kvInfo, err := jss[0].StreamInfo("KV_iop_cluster")
+	must("kv stream info s1", err)
+	reachable("kv subjects", conns, leaderOf("kv stream info s1", kvInfo))
 	out["kv_put_s1"] = revObs(kv1.Put("k", []byte("v1")))
 	kv3, err := jss[2].KeyValue("iop_cluster")
 	must("bind kv s3", err)

@@ -6,7 +6,9 @@
 //   cluster-core       subscribe on s2, publish on s1; a queue group on s2 and s3; request
 //                      to a responder on s3; what each connection discovered
 //   cluster-jetstream  a stream created through s1, published to through s2 and s3, consumed
-//                      by a pull consumer made through s3; KV put through s1, read through s3
+//                      by a pull consumer made through s3; KV put through s1, read through s3.
+//                      After each create it waits until the host's new interest has reached
+//                      every server (reachable), as a publish or fetch elsewhere needs it
 //   cluster-failover   the server of a connection is killed (by the harness, see killServer)
 //                      and its subscription keeps receiving from a third server
 //
@@ -65,21 +67,23 @@ async function gossiped(h, nc, urls, want) {
 
 let probes = 0;
 
-// propagated waits until the subscriptions sub has made so far are known on pub's server: a
-// probe responder subscribed after them answers a request from pub (a server forwards
-// interest to another in order, so the earlier subscriptions have arrived too).
+// propagated waits until the subscriptions sub's server has made so far (sub's own, and the
+// server's internal ones: a stream's subjects, a consumer's pull and ack subjects) are known
+// on pub's server: a probe responder subscribed after them answers a request from pub (a
+// server forwards interest to another in order, on one route for the account, so the
+// earlier subscriptions have arrived too). Five seconds and 100 requests at most.
 async function propagated(h, step, pub, sub) {
   const subject = `iop.cl.probe.${++probes}`;
   const probe = sub.subscribe(subject, { callback: (_err, m) => m.respond("pong") });
   await h.must(`${step}: probe flush`, sub.flush());
   const deadline = Date.now() + 5000;
   try {
-    for (;;) {
+    for (let attempt = 1; ; attempt++) {
       try {
         await pub.request(subject, "", { timeout: 250 });
         return;
       } catch (err) {
-        if (Date.now() > deadline) {
+        if (attempt >= 100 || Date.now() > deadline) {
           h.fatal(`${step}: interest never propagated`, err);
         }
         await h.sleep(20);
@@ -87,6 +91,23 @@ async function propagated(h, step, pub, sub) {
     }
   } finally {
     probe.unsubscribe();
+  }
+}
+
+// reachable waits until what the server named leader (the host of an R1 stream and its
+// consumers) has subscribed so far is known on every other server. Its answer to a create
+// crosses one route only, to the server the client asked through; the same interest reaches
+// the other servers over their own routes, asynchronously (in nats-server too), so a
+// publish or pull sent through them right after the create could find no responders.
+async function reachable(h, step, conns, leader) {
+  const host = conns.findIndex((nc) => nc.info.server_name === leader);
+  if (host < 0) {
+    h.fatal(step, new Error(`the leader ${JSON.stringify(leader)} is none of the servers`));
+  }
+  for (const [i, nc] of conns.entries()) {
+    if (i !== host) {
+      await propagated(h, `${step}: s${host + 1} from s${i + 1}`, nc, conns[host]);
+    }
   }
 }
 
@@ -228,6 +249,7 @@ async function clusterJetStream(urls, h) {
       }),
     );
     out.add_s1 = clusterStreamObs(h, si);
+    await reachable(h, "stream subjects", conns, si.cluster?.leader);
 
     out.pub_acks_s2 = [];
     for (let i = 1; i <= 5; i++) {
@@ -251,6 +273,9 @@ async function clusterJetStream(urls, h) {
       "add consumer s3",
       jsms[2].consumers.add(stream, { durable_name: "pull3", ack_policy: AckPolicy.Explicit }),
     );
+    // An R1 consumer lives on its stream's server. (Its own info names that server too on
+    // nats-server, not yet on Headwater: test_nats_py_cluster.py's consumer-leader test.)
+    await reachable(h, "consumer subjects", conns, si.cluster?.leader);
     const consumer = await must("get consumer s3", jss[2].consumers.get(stream, "pull3"));
     // A failed fetch is recorded, not fatal, so that the rest still shows what else differs.
     let msgs = [];
@@ -283,6 +308,8 @@ async function clusterJetStream(urls, h) {
 
     // KV: put through s1, read through s3, update through s2.
     const kv1 = await must("create kv s1", new Kvm(jss[0]).create("iop_cluster", { history: 3 }));
+    const kvInfo = await must("kv stream info s1", jsms[0].streams.info("KV_iop_cluster"));
+    await reachable(h, "kv subjects", conns, kvInfo.cluster?.leader);
     out.kv_put_s1 = await attempt(() => kv1.put("k", "v1"));
     const kv3 = await must("open kv s3", new Kvm(jss[2]).open("iop_cluster"));
     out.kv_get_s3 = await attempt(() => kv3.get("k"), h.entryObs);

@@ -64,8 +64,9 @@ def _seq_info(cseq: int, sseq: int, active: int) -> dict[str, Any]:
     return out
 
 
-def consumer_info(c: Consumer, leader: str) -> dict[str, Any]:
-    """ConsumerInfo as nats-server marshals it (zero ``last_active`` left out)."""
+def consumer_info(c: Consumer, cluster: dict[str, Any] | None) -> dict[str, Any]:
+    """ConsumerInfo as nats-server marshals it (zero ``last_active`` left out); ``cluster``
+    is the block a clustered server adds (a single server's consumers have none)."""
     delivered_active = c.last_active if c.dseq else 0
     info: dict[str, Any] = {
         "stream_name": c.stream.name,
@@ -79,8 +80,8 @@ def consumer_info(c: Consumer, leader: str) -> dict[str, Any]:
         "num_waiting": len(c.waiting),
         "num_pending": c.num_pending(fresh=True),
     }
-    if leader:
-        info["cluster"] = {"leader": leader}
+    if cluster:
+        info["cluster"] = cluster
     if c.push is not None and c.push.has_interest():
         info["push_bound"] = True
     if c.paused_until and c.paused_until > time.time_ns():
@@ -110,7 +111,10 @@ class ConsumerApi:
         return consumer
 
     def _info(self, c: Consumer) -> dict[str, Any]:
-        return consumer_info(c, "")
+        svc = self.service
+        # In a cluster, nats-server names the cluster and the consumer's leader (for an R1
+        # stream's consumer, the stream's server: this one).
+        return consumer_info(c, svc.cluster_block() if svc.cluster_name else None)
 
     # --- create --------------------------------------------------------------------------
 

@@ -355,9 +355,7 @@ class JetStreamService:
         """One consumer in ``/jsz``'s ``consumer_detail``: CONSUMER.INFO with the stored
         config only ``with_config``, and a ``cluster`` block only in a cluster (nats-server
         shows none for a single server's consumers there)."""
-        info = consumer_info(consumer, self.server_name if self.cluster_name else "")
-        if "cluster" in info:
-            info["cluster"] = self.cluster_block()
+        info = consumer_info(consumer, self.cluster_block() if self.cluster_name else None)
         if with_config:
             info["config"] = stored_json(consumer.config)
         else:
