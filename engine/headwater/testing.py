@@ -47,6 +47,9 @@ class ServerProcess:
     """A server child process. ``kind`` is ``headwater`` or ``nats``.
 
     The log goes to a file (``log_path``) so a chatty server never blocks on a full pipe.
+    ``prefix`` goes before the command (``ip netns exec <ns>``: it execs the server, so the
+    process is still the server's); ``host`` is the address the server listens on when the
+    arguments name none, and the one its URL and monitoring port are reached at.
     """
 
     def __init__(
@@ -56,9 +59,13 @@ class ServerProcess:
         jetstream: bool = False,
         store_dir: str | Path | None = None,
         env: dict[str, str] | None = None,
+        prefix: Sequence[str] = (),
+        host: str = "127.0.0.1",
     ) -> None:
         self.kind = kind
         self.extra_args = list(args)
+        self.prefix = list(prefix)
+        self.host = host
         self.jetstream = jetstream
         self._tmp = tempfile.TemporaryDirectory(prefix=f"{kind}-")
         self.store_dir = Path(store_dir) if store_dir else Path(self._tmp.name) / "js"
@@ -70,7 +77,7 @@ class ServerProcess:
 
     @property
     def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
+        return f"nats://{self.host}:{self.port}"
 
     @property
     def running(self) -> bool:
@@ -86,12 +93,12 @@ class ServerProcess:
             cmd = [sys.executable, "-m", "headwater.server.main"]
         args = self.extra_args
         if not any(a in ("-a", "--addr", "--net", "-c", "--config") for a in args):
-            cmd += ["-a", "127.0.0.1"]
+            cmd += ["-a", self.host]
         if not any(a in ("-p", "--port", "-c", "--config") for a in args):
             cmd += ["-p", "-1"]
         if self.jetstream:
             cmd += ["-js", "-sd", str(self.store_dir)]
-        return cmd + args
+        return self.prefix + cmd + args
 
     def start(self, timeout: float = 20.0) -> ServerProcess:
         env = dict(os.environ)
@@ -272,9 +279,11 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
-def monitor_json(port: int, path: str, timeout: float = 2.0) -> dict[str, Any]:
-    """GET ``http://127.0.0.1:<port><path>`` from a monitoring port, decoded from JSON."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as resp:
+def monitor_json(
+    port: int, path: str, timeout: float = 2.0, host: str = "127.0.0.1"
+) -> dict[str, Any]:
+    """GET ``http://<host>:<port><path>`` from a monitoring port, decoded from JSON."""
+    with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=timeout) as resp:
         return json.loads(resp.read())  # type: ignore[no-any-return]
 
 
@@ -419,10 +428,12 @@ class Cluster:
         )
 
     def routez(self, i: int, query: str = "") -> dict[str, Any]:
-        return monitor_json(self.servers[i].http_port, "/routez" + query)
+        srv = self.servers[i]
+        return monitor_json(srv.http_port, "/routez" + query, host=srv.host)
 
     def varz(self, i: int) -> dict[str, Any]:
-        return monitor_json(self.servers[i].http_port, "/varz")
+        srv = self.servers[i]
+        return monitor_json(srv.http_port, "/varz", host=srv.host)
 
     def pool_size(self, i: int) -> int:
         """Routes server ``i`` opens per remote: /varz ``cluster.pool_size``, at least 1."""

@@ -149,7 +149,8 @@ class Interceptor(Protocol):
     handles it (jetstream/clustered.py); told afterwards how a local handling went."""
 
     async def intercept(self, route: Route, req: Request) -> bool:
-        """True when the request was answered or sent on: nothing more to do here."""
+        """True when the request was answered or sent on: nothing more to do here. Asked for
+        forwarded requests too (``req.forwarded``), which it may refuse but never sends on."""
         ...
 
     async def handled(self, route: Route, req: Request, error: errors.ApiError | None) -> None: ...
@@ -326,8 +327,7 @@ class ApiRouter:
         interceptor = self.interceptor
         try:
             _check_api_level(req.hdr)
-            forwarding = interceptor is not None and not req.forwarded
-            if forwarding and await interceptor.intercept(route, req):  # type: ignore[union-attr]
+            if interceptor is not None and await interceptor.intercept(route, req):
                 return
             body = await self.handlers[route.handler](req)
             if interceptor is not None:

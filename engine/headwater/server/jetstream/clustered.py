@@ -50,7 +50,6 @@ from headwater.server.meta.client import (
     MetaError,
     MetaEvent,
     MetaStatus,
-    Registration,
 )
 from headwater.server.meta.etcdmember import EtcdError, EtcdMember
 from headwater.server.meta.tls import EtcdTLS
@@ -77,7 +76,25 @@ GATHER_TIMEOUT = 1.0
 """Seconds to wait for the other servers' part of a gathered answer."""
 RETRY_S = 1.0
 STATUS_EVERY_S = 1.0
-"""How often the etcd leader and members are read for ``/jsz``'s ``meta_cluster``."""
+"""How often the etcd leader and members are read (``/jsz``'s ``meta_cluster``); each read
+also proves contact with a quorum (:meth:`ClusteredJetStream.in_touch`)."""
+API_ETCD_TIMEOUT = 2.0
+"""Seconds an API request may wait on etcd (a placement read or claim) before 10008: the API
+worker answers one request at a time, so this bounds what a failing etcd holds up."""
+META_CHANGES = frozenset(
+    {
+        "stream_create",
+        "stream_update",
+        "stream_delete",
+        "stream_restore",
+        "consumer_create",
+        "consumer_durable_create",
+        "consumer_delete",
+        "consumer_pause",
+    }
+)
+"""Requests that change the cluster's metadata (nats-server sends them through its meta
+leader): refused with 10008 at once while this server is out of touch with etcd's quorum."""
 NO_META_LEADER = "JetStream has not established contact with a meta leader"
 NOT_CURRENT = "JetStream is not current with the meta leader"
 STREAMS = "streams/"
@@ -134,7 +151,6 @@ class ClusteredJetStream:
         self._gathers: dict[str, Gathering] = {}
         self._inbox_ids = itertools.count(1)
         self._stopping = False
-        self.registration: Registration | None = None
         self.status: MetaStatus | None = None
         """etcd's leader and members as last read (every ``STATUS_EVERY_S``)."""
         self._status_at = 0.0
@@ -249,9 +265,7 @@ class ClusteredJetStream:
             "tags": list(self.server.settings.server_tags),
             "member": self.member.name if self.member is not None else None,
         }
-        self.registration = await self.meta.register_server(
-            self.name, orjson.dumps(info), REGISTRATION_TTL
-        )
+        await self.meta.register_server(self.name, orjson.dumps(info), REGISTRATION_TTL)
 
     async def _poll_status(self) -> None:
         """Keep :attr:`status` (etcd's leader and members) fresh for ``/jsz``; monitoring
@@ -259,7 +273,7 @@ class ClusteredJetStream:
         assert self.meta is not None
         while not self._stopping:
             try:
-                self.status = await self.meta.status()
+                self.status = await self.meta.status(timeout=STATUS_EVERY_S)
                 self._status_at = time.monotonic()
             except MetaError as exc:
                 log.debug("JetStream cluster: etcd status not read: %s", exc)
@@ -268,13 +282,19 @@ class ClusteredJetStream:
                 self._last_seen[name] = now
             await asyncio.sleep(STATUS_EVERY_S)
 
+    def in_touch(self) -> bool:
+        """Whether a member with a quorum answered this server within a registration's
+        lease (the status read every second, the lease's renewals, any API call): while not,
+        this server cannot change the metadata, and the others soon count it gone."""
+        meta = self.meta
+        return meta is not None and time.monotonic() - meta.last_ok < REGISTRATION_TTL
+
     def health_error(self) -> str | None:
         """Why ``/healthz`` fails for the cluster's metadata, as nats-server words it: not
-        joined yet, or this server's registration no longer confirmed by an etcd quorum
-        (it cannot change the metadata, and the others will soon count it gone)."""
+        joined yet, or out of touch with etcd's quorum."""
         if not self.ready:
             return NO_META_LEADER
-        if self.registration is not None and not self.registration.current:
+        if not self.in_touch():
             return NOT_CURRENT
         return None
 
@@ -415,8 +435,16 @@ class ClusteredJetStream:
         handler = route.handler
         if handler.startswith("template_"):
             return False  # templates stay per server (docs/CLUSTERING.md)
-        if not self.ready:
+        changes = handler in META_CHANGES
+        if not self.ready or (changes and not self.in_touch()):
+            # No quorum, no change: said at once rather than after etcd's timeouts.
             raise errors.CLUSTER_NOT_AVAIL.exc()
+        if req.forwarded:
+            # Another server placed it here; this server makes the change, so it is the one
+            # that must still reach the quorum.
+            if changes:
+                await self._confirm_quorum()
+            return False
         if handler in GATHERED:
             await self._gather(route, req)
             return True
@@ -428,12 +456,19 @@ class ClusteredJetStream:
             # Not in the cache: a stream created a moment ago through another server may not
             # have reached it by the watch yet, so ask etcd itself (read-your-writes for a
             # client that creates through one server and asks through another).
-            placed = await self._read_placement(stream)
+            if not self.in_touch():
+                raise errors.CLUSTER_NOT_AVAIL.exc()  # whether it exists is etcd's to say
+            try:
+                placed = await self._read_placement(stream)
+            except MetaError:
+                raise errors.CLUSTER_NOT_AVAIL.exc() from None
         if placed is None:
             if handler not in ("stream_create", "stream_restore"):
                 return False  # unknown everywhere: answered here ("stream not found")
             placed = await self._place(stream, req, restore=handler == "stream_restore")
         if placed.server == self.name:
+            if changes:
+                await self._confirm_quorum()
             return False
         peer = self.peers.get(placed.server)
         # Its server is gone (its lease ran out, or no route reaches it any more): the
@@ -458,15 +493,23 @@ class ClusteredJetStream:
                 log.error("JetStream cluster: stream %r left placed in etcd: %s", stream, exc)
             self.placements.pop(stream, None)
 
+    async def _confirm_quorum(self) -> None:
+        """10008 unless a member with a quorum answers now: a change made here while this
+        server is cut off would be made on this server alone. etcd answers a plain read only
+        through its leader's read index (and our requests carry the require-leader flag), so
+        one read of our own registration proves the contact."""
+        assert self.meta is not None
+        try:
+            await self.meta.get(f"{SERVERS}{self.name}", timeout=API_ETCD_TIMEOUT)
+        except MetaError:
+            raise errors.CLUSTER_NOT_AVAIL.exc() from None
+
     async def _read_placement(self, stream: str, refresh: bool = False) -> Placement | None:
         """The stream's placement as etcd has it now (cached; ``refresh`` replaces what the
-        cache held), or None."""
+        cache held), or None; MetaError when etcd did not answer."""
         if self.meta is None:
             return None
-        try:
-            found = await self.meta.get(f"{STREAMS}{stream}")
-        except MetaError:
-            return None
+        found = await self.meta.get(f"{STREAMS}{stream}", timeout=API_ETCD_TIMEOUT)
         if found is None:
             return None
         try:
@@ -529,9 +572,11 @@ class ClusteredJetStream:
             load[placed.server] = load.get(placed.server, 0) + 1
         chosen = min(candidates, key=lambda p: (load.get(p.name, 0), p.name))
         try:
-            won = await self.meta.create(f"streams/{stream}", _placement(chosen.name))
+            won = await self.meta.create(
+                f"streams/{stream}", _placement(chosen.name), timeout=API_ETCD_TIMEOUT
+            )
             if not won:
-                current = await self.meta.get(f"streams/{stream}")
+                current = await self.meta.get(f"streams/{stream}", timeout=API_ETCD_TIMEOUT)
                 if current is None:
                     raise errors.CLUSTER_NOT_AVAIL.exc()
                 return Placement(str(orjson.loads(current.value)["server"]))

@@ -164,6 +164,9 @@ class MetaClient:
         self._clients: list[aetcd.Client | None] = [None] * len(self.endpoints)
         self._current = 0
         self._registrations: set[Registration] = set()
+        self.last_ok = 0.0
+        """``time.monotonic()`` of the last call a member with a quorum answered: how long
+        this client has been out of touch (a partition, a lost quorum) when it stops moving."""
 
     async def __aenter__(self) -> MetaClient:
         return self
@@ -191,8 +194,8 @@ class MetaClient:
         reply = await self._call("put", lambda c: c.put(self.key(name), value, lease=lease))
         return int(reply.header.revision)
 
-    async def get(self, name: str) -> MetaValue | None:
-        reply = await self._call("get", lambda c: c.get(self.key(name)))
+    async def get(self, name: str, *, timeout: float | None = None) -> MetaValue | None:
+        reply = await self._call("get", lambda c: c.get(self.key(name)), timeout)
         return None if reply is None else _value(reply)
 
     async def delete(self, name: str) -> bool:
@@ -207,7 +210,9 @@ class MetaClient:
         items = {kv.key.decode()[cut:]: _value(kv) for kv in reply}
         return MetaRange(items, int(reply.header.revision))
 
-    async def create(self, name: str, value: bytes, *, lease: int = 0) -> bool:
+    async def create(
+        self, name: str, value: bytes, *, lease: int = 0, timeout: float | None = None
+    ) -> bool:
         """Sets ``name`` only if it does not exist (one transaction); True when this call won.
 
         The comparison is on the key's create revision (0 = absent), so of any number of
@@ -223,9 +228,9 @@ class MetaClient:
             )
             return bool(ok)
 
-        return await self._call("create", txn)
+        return await self._call("create", txn, timeout)
 
-    async def status(self) -> MetaStatus:
+    async def status(self, *, timeout: float | None = None) -> MetaStatus:
         """Which member leads, and the members, as the member answering sees them."""
 
         async def read(client: aetcd.Client) -> MetaStatus:
@@ -239,7 +244,7 @@ class MetaClient:
             leader = status.leader.name if status.leader is not None else None
             return MetaStatus(leader or None, found, int(status.raft_term))
 
-        return await self._call("status", read)
+        return await self._call("status", read, timeout)
 
     # -- leases -------------------------------------------------------------------------------
 
@@ -288,7 +293,11 @@ class MetaClient:
         loop = asyncio.get_running_loop()
         while True:
             index = self._current
-            client = await self._client(index)
+            # A channel of its own per watch: aetcd's watcher multiplexes a client's watches
+            # on one stream and binds a late "created" answer to whichever watch asked next,
+            # so after a timeout one watch could get another's events (seen after a
+            # partition healed: a ``servers/`` key on the ``streams/`` watch).
+            client = await self._new_client(index)
             watch = None
             try:
                 watch = await asyncio.wait_for(
@@ -297,6 +306,9 @@ class MetaClient:
                 failing_since, pause = None, RETRY_PAUSE_S
                 async for event in watch:
                     kv = event.kv
+                    if not kv.key.startswith(key):
+                        log.error("etcd watch on %r got a key outside it: %r", key, kv.key)
+                        continue
                     next_revision = kv.mod_revision + 1
                     kind: Literal["put", "delete"] = "put" if event.kind == "PUT" else "delete"
                     yield MetaEvent(kind, kv.key.decode()[cut:], kv.value, kv.mod_revision)
@@ -316,34 +328,40 @@ class MetaClient:
                 if watch is not None:
                     with contextlib.suppress(Exception):
                         await asyncio.wait_for(watch.cancel(), 1.0)
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(client.close(), 1.0)
 
     # -- plumbing -----------------------------------------------------------------------------
 
     async def _client(self, index: int) -> aetcd.Client:
+        """The shared client of member ``index`` (made on first use)."""
         client = self._clients[index]
         if client is None:
-            host, port = self.endpoints[index]
-            client = make_client(
-                host, port, self.tls, timeout=self.timeout, options=CHANNEL_OPTIONS
-            )
-            await client.connect()  # opens a channel object only: no network round trip
-            # aetcd sends ``metadata`` with every call and hands it to its watcher at connect:
-            # both get etcd's require-leader flag (see REQUIRE_LEADER).
-            client.metadata = REQUIRE_LEADER
-            watcher = getattr(client, "_watcher", None)
-            if watcher is not None and hasattr(watcher, "_metadata"):
-                watcher._metadata = REQUIRE_LEADER
-            self._clients[index] = client
+            client = self._clients[index] = await self._new_client(index)
+        return client
+
+    async def _new_client(self, index: int) -> aetcd.Client:
+        host, port = self.endpoints[index]
+        client = make_client(host, port, self.tls, timeout=self.timeout, options=CHANNEL_OPTIONS)
+        await client.connect()  # opens a channel object only: no network round trip
+        # aetcd sends ``metadata`` with every call and hands it to its watcher at connect:
+        # both get etcd's require-leader flag (see REQUIRE_LEADER).
+        client.metadata = REQUIRE_LEADER
+        watcher = getattr(client, "_watcher", None)
+        if watcher is not None and hasattr(watcher, "_metadata"):
+            watcher._metadata = REQUIRE_LEADER
         return client
 
     def _advance(self, failed: int) -> None:
         if self._current == failed:
             self._current = (failed + 1) % len(self.endpoints)
 
-    async def _call(self, what: str, op: Any) -> Any:
-        """``op(client)`` on the current member, moving on while members refuse, within timeout."""
+    async def _call(self, what: str, op: Any, timeout: float | None = None) -> Any:
+        """``op(client)`` on the current member, moving on while members refuse, within
+        ``timeout`` (the client's own by default)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout
+        limit = self.timeout if timeout is None else timeout
+        deadline = loop.time() + limit
         pause = RETRY_PAUSE_S
         refused = 0
         while True:
@@ -353,7 +371,9 @@ class MetaClient:
                 if remaining <= 0:
                     raise TimeoutError
                 client = await self._client(index)
-                return await asyncio.wait_for(op(client), remaining)
+                result = await asyncio.wait_for(op(client), remaining)
+                self.last_ok = time.monotonic()
+                return result
             except aetcd.ConnectionFailedError as exc:
                 # Unreachable, no leader, leader changed: refused before anything was proposed.
                 self._advance(index)
@@ -365,7 +385,7 @@ class MetaClient:
                     pause = min(pause * 2, MAX_RETRY_PAUSE_S)
             except (aetcd.ConnectionTimeoutError, TimeoutError) as exc:
                 raise MetaUnavailable(
-                    f"etcd {what}: no answer within {self.timeout:g} s ({self._describe(exc)})"
+                    f"etcd {what}: no answer within {limit:g} s ({self._describe(exc)})"
                 ) from exc
             except aetcd.ClientError as exc:
                 raise MetaError(f"etcd {what}: {exc}") from exc
@@ -385,8 +405,6 @@ class Registration:
         self.value = value
         self.ttl = ttl
         self.lease_id = 0
-        self.renewed = 0.0
-        """``time.monotonic()`` of the last grant or renewal etcd confirmed."""
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -399,13 +417,6 @@ class Registration:
         lease_id = await self.meta.grant_lease(self.ttl)
         await self.meta.put(self.name, self.value, lease=lease_id)
         self.lease_id = lease_id
-        self.renewed = time.monotonic()
-
-    @property
-    def current(self) -> bool:
-        """Whether etcd confirmed this key within its TTL: while false, the other servers may
-        already have seen it expire, and this server has lost touch with the quorum."""
-        return self.lease_id != 0 and time.monotonic() - self.renewed < self.ttl
 
     async def _keep_alive(self) -> None:
         # A third of the TTL: two renewals can fail (a leader election) before the key goes.
@@ -417,8 +428,6 @@ class Registration:
                     # Expired while etcd was out of reach: the key is gone, so write it again.
                     log.warning("etcd lease of %s expired; registering again", self.name)
                     await self._grant()
-                else:
-                    self.renewed = time.monotonic()
             except MetaError as exc:
                 log.warning("etcd keep-alive of %s failed: %s", self.name, exc)
 
