@@ -1,0 +1,503 @@
+"""One replica of one stream's group: the sans-IO state machine (docs/REPLICATION.md).
+
+A `Replica` is fed inputs, each a method returning the actions the caller must carry out, in
+order: `on_record` (a group record from the etcd watch, or read after a CAS), `on_message`,
+`on_persisted`, `on_tick` (a logical clock in ms), `propose` and `on_cas_result`. It does no
+I/O and reads no clock. The caller builds it from the durable log it recovered from disk,
+runs the disk actions (Persist, Truncate) in order and calls `on_persisted` once per Persist,
+in order, when its fsync is done.
+
+Rules implemented (the reasons are in docs/REPLICATION.md):
+
+1. A follower accepts an Append only if its epoch is the highest it knows, its sender is that
+   epoch's leader per the record (when the record of that epoch is known), the epoch is not
+   fenced, and its log holds `prev_epoch` at `prev_index` (log matching). Otherwise it
+   answers ok=False with a hint: its last index, or the index before the first entry of the
+   conflicting epoch (never below what it knows is committed). A conflicting suffix is
+   truncated before appending; an entry at or below the known commit index never is (that
+   would be a bug elsewhere: `SafetyError`).
+2. A follower reports `durable` = min(fsynced index, index up to which its log is known to
+   equal the current epoch's leader's log); the "matched" part restarts at every new epoch.
+   A leader counts only replies of its own epoch.
+3. The leader's commit index is the least durable index over `in_sync` (its own is its
+   fsynced index), where `in_sync` is the union of the record's and of every `in_sync` it
+   proposed whose outcome it does not know yet (an added member counts from the proposal on,
+   so it cannot miss an entry committed while the swap was in flight). A new leader first
+   appends a no-op entry (op `NOOP`, skipped by the application) in its epoch. Safety does
+   not need it (durable indexes are counted per epoch, so the inherited tail commits once
+   every `in_sync` member matched it in the new epoch); it is there so that a follower's
+   uncommitted entries of an older epoch past the leader's log end meet a conflict and are
+   cut back. Followers apply up to min(leader's commit, their durable index).
+4. The leader takes a follower out of `in_sync` when it made no durable progress for
+   `sync_timeout` while it lacks entries, only if a quorum remains; it puts one back when
+   its durable index in this epoch reaches both the commit index and the leader's last
+   index at the start of its epoch (the commit index alone may lag what the previous leader
+   committed). One record change in flight at a time. Heartbeats every `heartbeat_interval`.
+5. A member of `in_sync` that heard nothing valid from the leader for `election_timeout`
+   plus a stagger (its rank in the sorted peers; a record change the leader made counts as
+   hearing from it) fences the current epoch, then proposes
+   epoch + 1 with itself as leader and `in_sync` unchanged. A failed swap adopts the record
+   returned (and lifts the fence once no campaign of its can still succeed). A fresh
+   replica processes no Append before it has a record; one that finds itself the record's
+   leader without having won that epoch in its lifetime campaigns for a new one.
+6. A leader that learns of a higher epoch (record, Append or reply) steps down: its waiting
+   proposals get `Rejected` and it never acknowledges them.
+
+`Apply` delivers committed entries in order, each once per replica lifetime. A restarted
+replica knows no commit index, so it applies again from index 1: the caller rebuilds its
+state from scratch (or skips what its snapshot already holds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from headwater.server.replicated.messages import Append, AppendReply, Entry, Message
+from headwater.server.replicated.record import GroupRecord, quorum
+
+NOOP = b""  # the op of the entry a new leader appends first; the application skips it
+
+
+class SafetyError(AssertionError):
+    """The core was asked to do something that breaks a safety rule: a bug upstream."""
+
+
+@dataclass(frozen=True)
+class Config:
+    heartbeat_interval: int = 50
+    election_timeout: int = 300
+    election_stagger: int = 150  # per rank of the replica's name among the sorted peers
+    sync_timeout: int = 250
+    cas_timeout: int = 300  # a record proposal without an answer may be made again after
+    max_batch: int = 32  # entries per Append
+
+
+# Actions -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Send:
+    to: str
+    msg: Message
+
+
+@dataclass(frozen=True)
+class Persist:
+    """Append these entries to the log (after any earlier Truncate), then fsync and call
+    `on_persisted(entries[-1].index)`. Disk operations run in the order given."""
+
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True)
+class Truncate:
+    """Drop the entries after `after_index`; ordered with the Persists around it."""
+
+    after_index: int
+
+
+@dataclass(frozen=True)
+class Apply:
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True)
+class Acknowledge:
+    token: Any
+    index: int
+
+
+@dataclass(frozen=True)
+class Rejected:
+    token: Any
+    leader: str | None
+
+
+@dataclass(frozen=True)
+class ProposeRecord:
+    """Compare-and-swap the group record to `new` if its revision is `expected_revision`;
+    the caller reports the outcome with `on_cas_result` (or not at all, if unknown)."""
+
+    new: GroupRecord
+    expected_revision: int
+
+
+Action = Send | Persist | Truncate | Apply | Acknowledge | Rejected | ProposeRecord
+
+
+@dataclass
+class _Proposal:
+    new: GroupRecord
+    expected_revision: int
+    campaign: bool
+
+
+class Replica:
+    def __init__(
+        self,
+        name: str,
+        recovered: tuple[Entry, ...] | list[Entry] = (),
+        config: Config | None = None,
+    ) -> None:
+        self.name = name
+        self.config = config or Config()
+        self.log: list[Entry] = list(recovered)
+        for i, entry in enumerate(self.log, 1):
+            if entry.index != i:
+                raise ValueError(f"recovered log is not contiguous at {i}")
+        self.record: GroupRecord | None = None
+        self.epoch = 0  # the highest epoch known, from records and messages
+        self.leader: str | None = None  # the leader of self.epoch, when known
+        self.fenced = 0  # Appends of epochs <= fenced are refused (rule 5)
+        self.is_leader = False
+        self.now: int | None = None
+        self.last_heard: int | None = None
+        # Durability. Each Persist in flight is [last index, index up to which what it leaves
+        # on disk still agrees with self.log]: a later Truncate lowers the second.
+        self.fsynced = len(self.log)
+        self._persists: list[list[int]] = []
+        # Follower side.
+        self.matched = 0  # log known equal to this epoch's leader's log up to here
+        self.leader_commit = 0
+        self._sent_durable = -1
+        # Both sides.
+        self.commit = 0  # highest index known committed and held (durably matched) here
+        self.applied = 0
+        self._proposals: list[_Proposal] = []
+        self._proposed_at: int | None = None
+        # Leader side.
+        self.epoch_start = 0
+        self._next: dict[str, int] = {}
+        self._recv: dict[str, int] = {}  # -1: no ok reply yet in this epoch
+        self._match: dict[str, int] = {}
+        self._progress: dict[str, int] = {}
+        self._tokens: list[tuple[int, Any]] = []
+        self._last_heartbeat = 0
+
+    # Inputs ----------------------------------------------------------------------------------
+
+    def on_tick(self, now: int) -> list[Action]:
+        self.now = now
+        if self.last_heard is None:
+            self.last_heard = now
+        if self.record is None:
+            return []
+        if self.is_leader:
+            out: list[Action] = []
+            if now - self._last_heartbeat >= self.config.heartbeat_interval:
+                self._last_heartbeat = now
+                for f in self._followers():
+                    if self._recv[f] >= 0:
+                        # Go back to what the follower confirmed: resends what was lost.
+                        self._next[f] = self._recv[f] + 1
+                    out += self._send_to(f)
+            return out + self._maybe_change_in_sync()
+        return self._maybe_campaign()
+
+    def on_record(self, record: GroupRecord) -> list[Action]:
+        if self.record is not None and record.revision <= self.record.revision:
+            return []
+        self.record = record
+        campaigns = [p for p in self._proposals if p.campaign]
+        self._resolve(record.revision)
+        out: list[Action] = []
+        if record.epoch > self.epoch:
+            out += self._enter_epoch(record.epoch, record.leader)
+        elif record.epoch == self.epoch:
+            self.leader = self.leader or record.leader
+            # A change the leader made to its record is a sign of life, like a heartbeat.
+            self.last_heard = self.now
+        if record.epoch < self.epoch:
+            return out  # stale: a message already told of a later epoch
+        if record.leader == self.name:
+            if self.is_leader:
+                return out + self._leader_advance()
+            if any(p.new.same_config(record) for p in campaigns):
+                return out + self._become_leader()
+        return out + self._maybe_campaign()
+
+    def on_cas_result(self, ok: bool, record: GroupRecord) -> list[Action]:
+        """The outcome of a ProposeRecord, with the record etcd holds now (ours if ok)."""
+        return self.on_record(record)
+
+    def on_message(self, msg: Message) -> list[Action]:
+        if isinstance(msg, Append):
+            return self._on_append(msg)
+        return self._on_reply(msg)
+
+    def on_persisted(self, index: int) -> list[Action]:
+        """The oldest Persist in flight is fsynced (called once per Persist, in order)."""
+        if not self._persists:
+            raise SafetyError("on_persisted without a Persist in flight")
+        end, valid = self._persists.pop(0)
+        if index != end:
+            raise SafetyError(f"on_persisted({index}) for a Persist ending at {end}")
+        self.fsynced = max(self.fsynced, valid)
+        if self.is_leader:
+            return self._leader_advance()
+        out = self._follower_advance()
+        return out + self._report()
+
+    def propose(self, op: bytes, token: Any) -> list[Action]:
+        if not self.is_leader:
+            hint = self.leader if self.leader != self.name else None
+            return [Rejected(token, hint)]
+        entry = Entry(len(self.log) + 1, self.epoch, op)
+        self.log.append(entry)
+        out: list[Action] = [self._persist([entry])]
+        self._tokens.append((entry.index, token))
+        for f in self._followers():
+            if self._next[f] == entry.index:
+                out += self._send_to(f)
+        return out
+
+    # Follower side ---------------------------------------------------------------------------
+
+    def _on_append(self, m: Append) -> list[Action]:
+        if self.record is None:
+            return []  # restarted: no Append before a record (rule 5)
+        if m.epoch < self.epoch:
+            # Tell the sender of the later epoch: a deposed leader learns it here.
+            return [Send(m.leader, AppendReply(self.epoch, self.name, False, 0, 0))]
+        if m.epoch <= self.fenced:
+            return []  # we campaign: silence to the leader of the fenced epoch
+        if m.epoch == self.record.epoch and m.leader != self.record.leader:
+            return []  # not that epoch's leader
+        out: list[Action] = []
+        if m.epoch > self.epoch:
+            out += self._enter_epoch(m.epoch, m.leader)
+        elif self.leader is None:
+            self.leader = m.leader
+        if m.leader != self.leader or m.leader == self.name:
+            return out
+        self.last_heard = self.now
+        last = len(self.log)
+        if m.prev_index > last:
+            return [*out, self._reply(False, last)]
+        if m.prev_index > 0 and self.log[m.prev_index - 1].epoch != m.prev_epoch:
+            if m.prev_index <= self.commit:
+                raise SafetyError(f"{self.name}: leader's log differs at committed {m.prev_index}")
+            conflict = self.log[m.prev_index - 1].epoch
+            first = m.prev_index
+            while first > 1 and self.log[first - 2].epoch == conflict:
+                first -= 1
+            hint = min(max(first - 1, self.commit), m.prev_index - 1)
+            return [*out, self._reply(False, hint)]
+        new: list[Entry] = []
+        for entry in m.entries:
+            if entry.index <= len(self.log):
+                if self.log[entry.index - 1].epoch == entry.epoch:
+                    continue  # already held (log matching: same index and epoch, same entry)
+                out += self._truncate(entry.index - 1)
+            self.log.append(entry)
+            new.append(entry)
+        if new:
+            out.append(self._persist(new))
+        self.matched = max(self.matched, m.prev_index + len(m.entries))
+        self.leader_commit = max(self.leader_commit, m.commit)
+        out += self._follower_advance()
+        self._sent_durable = self._durable()
+        return [*out, self._reply(True, self.matched)]
+
+    def _durable(self) -> int:
+        return min(self.fsynced, self.matched)
+
+    def _reply(self, ok: bool, hint: int) -> Send:
+        assert self.leader is not None
+        durable = self._durable() if ok else 0
+        return Send(self.leader, AppendReply(self.epoch, self.name, ok, durable, hint))
+
+    def _report(self) -> list[Action]:
+        """Tell the leader of a durable index that grew (after an fsync)."""
+        if self.leader is None or self.leader == self.name or self.epoch <= self.fenced:
+            return []
+        if self._durable() <= self._sent_durable:
+            return []
+        self._sent_durable = self._durable()
+        return [self._reply(True, self.matched)]
+
+    def _follower_advance(self) -> list[Action]:
+        self.commit = max(self.commit, min(self.leader_commit, self._durable()))
+        return self._apply()
+
+    def _truncate(self, after: int) -> list[Action]:
+        if after < self.commit:
+            raise SafetyError(f"{self.name}: truncating after {after}, commit is {self.commit}")
+        if self.matched > after:
+            raise SafetyError(f"{self.name}: truncating matched entries after {after}")
+        del self.log[after:]
+        self.fsynced = min(self.fsynced, after)
+        for p in self._persists:
+            p[1] = min(p[1], after)
+        return [Truncate(after)]
+
+    def _persist(self, entries: list[Entry]) -> Persist:
+        end = entries[-1].index
+        self._persists.append([end, end])
+        return Persist(tuple(entries))
+
+    # Epochs and campaigns --------------------------------------------------------------------
+
+    def _enter_epoch(self, epoch: int, leader: str | None) -> list[Action]:
+        out = self._step_down(leader) if self.is_leader else []
+        self.epoch = epoch
+        self.leader = leader
+        self.matched = 0
+        self._sent_durable = -1
+        self.last_heard = self.now
+        return out
+
+    def _step_down(self, leader: str | None) -> list[Action]:
+        self.is_leader = False
+        out: list[Action] = [Rejected(token, leader) for _, token in self._tokens]
+        self._tokens = []
+        self._next, self._recv, self._match, self._progress = {}, {}, {}, {}
+        return out
+
+    def _resolve(self, revision: int) -> None:
+        """A record at `revision` is known: proposals expecting an older one are decided."""
+        self._proposals = [p for p in self._proposals if p.expected_revision >= revision]
+        if not self._proposals:
+            self._proposed_at = None
+        if not any(p.campaign for p in self._proposals):
+            # No campaign of ours can still succeed: lift the fence so the current leader
+            # can catch us up (the fence exists only for our own leadership).
+            self.fenced = 0
+
+    def _in_flight(self) -> bool:
+        return (
+            self._proposed_at is not None
+            and self.now is not None
+            and self.now - self._proposed_at < self.config.cas_timeout
+        )
+
+    def _propose(self, new: GroupRecord, expected: int, campaign: bool) -> list[Action]:
+        self._proposals.append(_Proposal(new, expected, campaign))
+        self._proposed_at = self.now
+        return [ProposeRecord(new, expected)]
+
+    def _maybe_campaign(self) -> list[Action]:
+        rec = self.record
+        if rec is None or self.now is None or self.is_leader or self._in_flight():
+            return []
+        if self.name not in rec.in_sync or rec.epoch != self.epoch:
+            return []
+        if rec.leader != self.name:
+            rank = sorted(rec.peers).index(self.name) if self.name in rec.peers else 0
+            timeout = self.config.election_timeout + rank * self.config.election_stagger
+            assert self.last_heard is not None
+            if self.now - self.last_heard <= timeout:
+                return []
+        # Fence first: from here on we acknowledge nothing of the current epoch, so once our
+        # swap succeeds its leader can commit nothing more.
+        self.fenced = max(self.fenced, self.epoch)
+        new = GroupRecord(rec.peers, rec.epoch + 1, self.name, rec.in_sync)
+        return self._propose(new, rec.revision, campaign=True)
+
+    # Leader side -----------------------------------------------------------------------------
+
+    def _followers(self) -> list[str]:
+        return sorted(self._next)
+
+    def _become_leader(self) -> list[Action]:
+        rec = self.record
+        assert rec is not None and self.now is not None
+        self.is_leader = True
+        self.epoch = rec.epoch
+        self.leader = self.name
+        self.epoch_start = len(self.log)
+        self._tokens = []
+        self._last_heartbeat = self.now
+        # A no-op entry in the new epoch, as Raft's: followers holding an older epoch's
+        # uncommitted entries past our log's end must find a conflicting entry to cut them
+        # back at; without one they would keep them for as long as nothing is proposed.
+        noop = Entry(len(self.log) + 1, self.epoch, NOOP)
+        self.log.append(noop)
+        out: list[Action] = [self._persist([noop])]
+        for f in sorted(p for p in rec.peers if p != self.name):
+            self._next[f] = self.epoch_start + 1
+            self._recv[f] = -1
+            self._match[f] = 0
+            self._progress[f] = self.now
+            out += self._send_to(f)
+        return out + self._leader_advance()
+
+    def _send_to(self, f: str) -> list[Action]:
+        prev = self._next[f] - 1
+        prev_epoch = self.log[prev - 1].epoch if prev > 0 else 0
+        entries = tuple(self.log[prev : prev + self.config.max_batch])
+        self._next[f] = prev + len(entries) + 1
+        return [Send(f, Append(self.epoch, self.name, prev, prev_epoch, entries, self.commit))]
+
+    def _on_reply(self, m: AppendReply) -> list[Action]:
+        if m.epoch > self.epoch:
+            return self._enter_epoch(m.epoch, None)
+        if not self.is_leader or m.epoch != self.epoch or m.sender not in self._next:
+            return []
+        f = m.sender
+        last = len(self.log)
+        out: list[Action] = []
+        if m.ok:
+            if m.durable > self._match[f]:
+                self._match[f] = m.durable
+                self._progress[f] = self.now or 0
+            if self._match[f] >= last:
+                self._progress[f] = self.now or 0
+            self._recv[f] = max(self._recv[f], min(m.hint, last))
+            if self._next[f] <= self._recv[f]:
+                self._next[f] = self._recv[f] + 1
+            out += self._leader_advance()
+            if self._next[f] <= len(self.log):
+                out += self._send_to(f)
+            return out
+        hint = max(0, min(m.hint, last))
+        self._recv[f] = min(self._recv[f], hint)
+        self._next[f] = hint + 1
+        return self._send_to(f)
+
+    def _commit_set(self) -> set[str]:
+        assert self.record is not None
+        members = set(self.record.in_sync)
+        for p in self._proposals:
+            members |= p.new.in_sync
+        return members
+
+    def _leader_advance(self) -> list[Action]:
+        durables = [
+            self.fsynced if m == self.name else self._match.get(m, 0) for m in self._commit_set()
+        ]
+        self.commit = max(self.commit, min([len(self.log), *durables]))
+        return self._apply()
+
+    def _apply(self) -> list[Action]:
+        out: list[Action] = []
+        if self.commit > self.applied:
+            out.append(Apply(tuple(self.log[self.applied : self.commit])))
+            self.applied = self.commit
+        if self.is_leader:
+            done = [t for t in self._tokens if t[0] <= self.commit]
+            if done:
+                self._tokens = [t for t in self._tokens if t[0] > self.commit]
+                out += [Acknowledge(token, index) for index, token in done]
+        return out
+
+    def _maybe_change_in_sync(self) -> list[Action]:
+        rec = self.record
+        if rec is None or self._in_flight() or self.now is None:
+            return []
+        for f in self._followers():
+            if f in rec.in_sync or self._recv[f] < 0:
+                continue  # a member already, or not heard from in this epoch
+            caught_up = self._match[f] >= max(self.commit, self.epoch_start)
+            if caught_up and self.now - self._progress[f] <= self.config.sync_timeout:
+                new = replace(rec, in_sync=rec.in_sync | {f}, revision=0)
+                return self._propose(new, rec.revision, campaign=False)
+        if len(rec.in_sync) - 1 < quorum(len(rec.peers)):
+            return []
+        for f in sorted(rec.in_sync - {self.name}):
+            waiting = self._match.get(f, 0) < len(self.log)
+            if waiting and self.now - self._progress.get(f, self.now) > self.config.sync_timeout:
+                new = replace(rec, in_sync=rec.in_sync - {f}, revision=0)
+                return self._propose(new, rec.revision, campaign=False)
+        return []

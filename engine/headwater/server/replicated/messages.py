@@ -1,0 +1,53 @@
+"""What the replicas of one group send each other (docs/REPLICATION.md, "Writing").
+
+Only the leader of an epoch sends `Append`; every other replica answers with `AppendReply`.
+Both are plain values: the server side encodes them on the routes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One log entry: its position, the epoch it was written in, and the operation."""
+
+    index: int
+    epoch: int
+    op: bytes
+
+
+@dataclass(frozen=True)
+class Append:
+    """Entries after `prev_index` (whose entry has `prev_epoch`); empty = a heartbeat.
+
+    `commit` is the leader's commit index: a follower applies up to it, within what it knows
+    to equal the leader's log.
+    """
+
+    epoch: int
+    leader: str
+    prev_index: int
+    prev_epoch: int
+    entries: tuple[Entry, ...]
+    commit: int
+
+
+@dataclass(frozen=True)
+class AppendReply:
+    """A follower's answer, sent in the highest epoch the follower knows.
+
+    `durable`: the follower's log is fsynced and equal to this epoch's leader's log up to
+    there. `hint`: with ok, how far the log is known to equal the leader's (fsynced or not),
+    so the leader sends from there; without ok, where the log might still match.
+    """
+
+    epoch: int
+    sender: str
+    ok: bool
+    durable: int
+    hint: int
+
+
+Message = Append | AppendReply

@@ -1,0 +1,556 @@
+"""A deterministic simulation of one replicated stream's group, from one seed.
+
+It drives N `core.Replica`s (3 or 5), a model of etcd (one group record, compare-and-swap on
+its revision, linearizable; each server's watch delivers every revision in order, late), a
+network (loss, delay, duplication, reordering, partitions), disks (operations run in order;
+an fsync completes after a random delay; a crash keeps a random prefix of what was queued and
+may tear the last append) and crashes/restarts (a restart is a new Replica built from the
+durable disk). A client proposes operations with unique ids to whoever it believes leads and
+retries with the same id; the application state deduplicates by id (as Nats-Msg-Id does). It
+also proposes consumer acks (`ack:<msg id>`) for acknowledged messages.
+
+Only `random.Random(seed)` decides anything, and every walk over servers is in sorted order,
+so a seed replays exactly. The invariants (`Invariants`) are checked as each step's actions
+are carried out; a breach raises `Violation` with the seed and the step. After the fault
+phase everything heals and the run must converge: every log equal to the committed log, every
+acknowledged operation applied exactly once.
+
+    python -m headwater.server.replicated.simulator --seeds 100000 [--start S] [--replicas 3|5]
+        [--steps N]
+    python -m headwater.server.replicated.simulator --seed S --trace
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import random
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from headwater.server.replicated.core import (
+    NOOP,
+    Acknowledge,
+    Action,
+    Apply,
+    Config,
+    Persist,
+    ProposeRecord,
+    Rejected,
+    Replica,
+    SafetyError,
+    Send,
+    Truncate,
+)
+from headwater.server.replicated.messages import Entry, Message
+from headwater.server.replicated.record import GroupRecord, quorum
+
+
+class Violation(Exception):
+    def __init__(self, seed: int, step: int, message: str) -> None:
+        super().__init__(f"seed {seed} step {step}: {message}")
+        self.seed = seed
+        self.step = step
+
+
+@dataclass
+class App:
+    """The application state one replica lifetime builds from what it applied."""
+
+    applied: int = 0
+    messages: list[str] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+    acks: set[str] = field(default_factory=set)
+
+    def apply(self, op: bytes) -> None:
+        if op == NOOP:
+            return
+        kind, _, ident = op.decode().partition(":")
+        if kind == "msg" and ident not in self.seen:
+            self.seen.add(ident)
+            self.messages.append(ident)
+        elif kind == "ack":
+            self.acks.add(ident)
+
+
+@dataclass
+class Server:
+    name: str
+    replica: Replica | None = None
+    life: int = 0
+    durable: list[Entry] = field(default_factory=list)
+    queue: list[tuple[str, Any]] = field(default_factory=list)
+    disk_free_at: int = 0
+    disk_latency: int = 15  # the most an fsync takes, drawn at each start: some disks are slow
+    app: App = field(default_factory=App)
+    etcd_ok: bool = True
+    watch_rev: int = 0  # the last revision its watch delivered
+    watch_pending: bool = False
+
+
+@dataclass
+class ClientOp:
+    op: bytes
+    attempt: int = 0
+    target: str | None = None
+
+
+class Invariants:
+    """The checks, fed by the simulation as it carries out actions."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.committed: list[Entry] = []  # the longest applied sequence seen
+        self.acked: dict[int, bytes] = {}  # index -> op acknowledged there
+        self.ack_epoch: dict[int, str] = {}  # epoch -> the replica that acknowledged in it
+        self.confirmed: dict[str, int] = {}  # consumer ack of msg id -> index
+
+    def fail(self, message: str) -> None:
+        raise Violation(self.sim.seed, self.sim.step, message)
+
+    def on_apply(self, server: Server, entries: tuple[Entry, ...]) -> None:
+        app = server.app
+        for entry in entries:
+            if entry.index != app.applied + 1:
+                self.fail(f"{server.name} applied {entry.index} after {app.applied}")
+            if entry.index <= len(self.committed):
+                if self.committed[entry.index - 1] != entry:
+                    self.fail(
+                        f"{server.name} applied {entry} at {entry.index}, "
+                        f"another replica applied {self.committed[entry.index - 1]}"
+                    )
+            else:
+                self.committed.append(entry)
+            app.applied = entry.index
+            app.apply(entry.op)
+
+    def on_acknowledge(self, server: Server, replica: Replica, index: int, op: bytes) -> None:
+        if index > len(self.committed) or self.committed[index - 1].op != op:
+            self.fail(f"{server.name} acknowledged {op!r} at {index}, not the committed entry")
+        if server.app.applied < index:
+            self.fail(f"{server.name} acknowledged {index} before applying it")
+        other = self.ack_epoch.setdefault(replica.epoch, server.name)
+        if other != server.name:
+            self.fail(f"{server.name} and {other} both acknowledged in epoch {replica.epoch}")
+        self.acked[index] = op
+        self.check_durable(index)
+        kind, _, ident = op.decode().partition(":")
+        if kind == "ack":
+            self.confirmed.setdefault(ident, index)
+
+    def check_durable(self, only: int | None = None) -> None:
+        """Every acknowledged entry (or the one at `only`) is on the fsynced disks of a quorum
+        of replicas: checked when one is acknowledged, and whenever a disk loses entries."""
+        servers = self.sim.servers
+        need = quorum(len(servers))
+        for index in sorted(self.acked) if only is None else [only]:
+            entry = self.committed[index - 1]
+            holders = sum(
+                1 for s in servers if len(s.durable) >= index and s.durable[index - 1] == entry
+            )
+            if holders < need:
+                self.fail(f"acknowledged {entry} is on {holders} disks, fewer than {need}")
+
+    def check_final(self) -> None:
+        self.check_durable()
+        committed = self.committed
+        for s in self.sim.servers:
+            replica = s.replica
+            assert replica is not None
+            if replica.log != committed:
+                self.fail(
+                    f"{s.name}'s log ({len(replica.log)}) is not the committed log "
+                    f"({len(committed)})"
+                )
+            if s.app.applied != len(committed):
+                self.fail(f"{s.name} applied {s.app.applied} of {len(committed)}")
+            if len(s.app.messages) != len(s.app.seen):
+                self.fail(f"{s.name} holds a message twice")
+            for op in self.acked.values():
+                kind, _, ident = op.decode().partition(":")
+                if kind == "msg" and ident not in s.app.seen:
+                    self.fail(f"{s.name} lost acknowledged message {ident}")
+            for ident in self.confirmed:
+                if ident not in s.app.acks:
+                    self.fail(f"{s.name} undid confirmed ack of {ident}")
+
+    def check_confirmed(self, server: Server) -> None:
+        """A confirmed consumer ack stays in every application state applied that far."""
+        for ident, index in self.confirmed.items():
+            if server.app.applied >= index and ident not in server.app.acks:
+                self.fail(f"{server.name} applied past {index} without the ack of {ident}")
+
+
+class Simulation:
+    tick_ms = 10
+    client_timeout = 500
+    heal_limit_ms = 60_000
+
+    def __init__(
+        self,
+        seed: int,
+        replicas: int = 3,
+        steps: int = 4000,
+        ops: int = 50,
+        replica_cls: type[Replica] = Replica,
+        config: Config | None = None,
+        trace: bool = False,
+    ) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.steps = steps
+        self.n_ops = ops
+        self.replica_cls = replica_cls
+        self.config = config or Config()
+        self.trace = trace
+        self.now = 0
+        self.step = 0
+        self._seq = 0
+        self._events: list[tuple[int, int, str, tuple[Any, ...]]] = []
+        self.servers = [Server(f"s{i}") for i in range(1, replicas + 1)]
+        self.by_name = {s.name: s for s in self.servers}
+        names = tuple(s.name for s in self.servers)
+        first = self.rng.choice(names)
+        self.history = [GroupRecord(names, 1, first, frozenset(names), revision=1)]
+        # Network faults.
+        self.loss = 0.05
+        self.dup = 0.03
+        self.max_delay = 30
+        self.group: dict[str, int] = {name: 0 for name in names}
+        self.healing = False
+        # The client.
+        self.issued = 0
+        self.pending: dict[bytes, ClientOp] = {}
+        self.believed: str | None = None
+        self.inv = Invariants(self)
+        for s in self.servers:
+            self._start(s)
+        self._at(self.rng.randint(0, 50), "client_new", ())
+        self._at(self.rng.randint(50, 300), "chaos", ())
+
+    # The event queue -------------------------------------------------------------------------
+
+    def _at(self, when: int, kind: str, data: tuple[Any, ...]) -> None:
+        self._seq += 1
+        heapq.heappush(self._events, (when, self._seq, kind, data))
+
+    def run(self) -> None:
+        try:
+            while self.step < self.steps and self._events:
+                self._one()
+            self._heal()
+            deadline = self.now + self.heal_limit_ms
+            self._at(self.now + 100, "converged?", ())
+            while self._events and self.now < deadline:
+                if self._one() == "converged":
+                    self.inv.check_final()
+                    return
+            self.inv.fail("no convergence after the heal")
+        except SafetyError as exc:
+            self.inv.fail(f"core refused: {exc}")
+
+    def _one(self) -> str | None:
+        when, _, kind, data = heapq.heappop(self._events)
+        self.now = max(self.now, when)
+        self.step += 1
+        if self.trace:
+            print(f"{self.now:>7} #{self.step} {kind} {data}")
+        return getattr(self, f"_ev_{kind.rstrip('?')}")(*data)
+
+    # Servers, disks and crashes --------------------------------------------------------------
+
+    def _start(self, s: Server) -> None:
+        s.life += 1
+        s.replica = self.replica_cls(s.name, tuple(s.durable), self.config)
+        s.app = App()
+        s.queue = []
+        s.disk_free_at = self.now
+        s.disk_latency = self.rng.choice((5, 15, 15, 60))
+        # A restart reads the current record, then watches from there.
+        s.watch_rev = len(self.history) - 1
+        s.watch_pending = False
+        self._watch_soon(s)
+        self._at(self.now + self.rng.randint(1, self.tick_ms), "tick", (s.name, s.life))
+
+    def _crash(self, s: Server) -> None:
+        if s.replica is None:
+            return
+        # The disk keeps a random prefix of what was queued; the last append may be torn.
+        keep = self.rng.randint(0, len(s.queue))
+        for i, (kind, arg) in enumerate(s.queue[:keep]):
+            if kind == "persist" and i == keep - 1 and self.rng.random() < 0.3:
+                arg = arg[: self.rng.randint(0, len(arg) - 1)]
+            self._disk_write(s, kind, arg)
+        s.queue = []
+        s.replica = None
+        s.life += 1
+        if self.trace:
+            print(f"        crash {s.name}, disk holds {len(s.durable)}")
+        self.inv.check_durable()
+
+    def _disk_write(self, s: Server, kind: str, arg: Any) -> None:
+        if kind == "truncate":
+            del s.durable[arg:]
+            return
+        if arg and arg[0].index != len(s.durable) + 1:
+            self.inv.fail(f"{s.name} appends {arg[0].index} to a log of {len(s.durable)}")
+        s.durable.extend(arg)
+
+    def _ev_disk(self, name: str, life: int) -> None:
+        s = self.by_name[name]
+        if s.life != life or s.replica is None:
+            return
+        kind, arg = s.queue.pop(0)
+        self._disk_write(s, kind, arg)
+        if kind == "persist":
+            self._do(s, s.replica.on_persisted(arg[-1].index))
+        else:
+            self.inv.check_durable()  # a truncate must never reach an acknowledged entry
+
+    def _ev_tick(self, name: str, life: int) -> None:
+        s = self.by_name[name]
+        if s.life != life or s.replica is None:
+            return
+        self._do(s, s.replica.on_tick(self.now))
+        self._at(self.now + self.tick_ms, "tick", (name, life))
+
+    # etcd ----------------------------------------------------------------------------------
+
+    def _watch_soon(self, s: Server) -> None:
+        if not s.watch_pending and s.replica is not None:
+            s.watch_pending = True
+            self._at(self.now + self.rng.randint(1, 40), "watch", (s.name, s.life))
+
+    def _ev_watch(self, name: str, life: int) -> None:
+        s = self.by_name[name]
+        if s.life != life or s.replica is None:
+            return
+        s.watch_pending = False
+        if not s.etcd_ok:
+            s.watch_pending = True
+            self._at(self.now + 50, "watch", (name, life))
+            return
+        if s.watch_rev < len(self.history):
+            record = self.history[s.watch_rev]
+            s.watch_rev += 1
+            self._do(s, s.replica.on_record(record))
+            if s.watch_rev < len(self.history):
+                self._watch_soon(s)
+
+    def _ev_cas(self, name: str, life: int, new: GroupRecord, expected: int) -> None:
+        current = self.history[-1]
+        ok = current.revision == expected
+        if ok:
+            current = replace(new, revision=current.revision + 1)
+            self.history.append(current)
+            if self.trace:
+                print(f"        etcd: {current}")
+            for s in self.servers:
+                self._watch_soon(s)
+        s = self.by_name[name]
+        if s.etcd_ok and self.rng.random() > 0.1:  # else the answer is lost: outcome unknown
+            self._at(self.now + self.rng.randint(1, 20), "cas_reply", (name, life, ok, current))
+
+    def _ev_cas_reply(self, name: str, life: int, ok: bool, record: GroupRecord) -> None:
+        s = self.by_name[name]
+        if s.life == life and s.replica is not None:
+            self._do(s, s.replica.on_cas_result(ok, record))
+
+    # The network ---------------------------------------------------------------------------
+
+    def _send(self, src: str, dst: str, msg: Message) -> None:
+        copies = 2 if self.rng.random() < self.dup else 1
+        for _ in range(copies):
+            if self.rng.random() < self.loss or self.group[src] != self.group[dst]:
+                continue
+            self._at(self.now + self.rng.randint(1, self.max_delay), "msg", (src, dst, msg))
+
+    def _ev_msg(self, src: str, dst: str, msg: Message) -> None:
+        s = self.by_name[dst]
+        if s.replica is not None and self.group[src] == self.group[dst]:
+            self._do(s, s.replica.on_message(msg))
+
+    # Carrying out actions --------------------------------------------------------------------
+
+    def _do(self, s: Server, actions: list[Action]) -> None:
+        replica = s.replica
+        assert replica is not None
+        for action in actions:
+            if self.trace:
+                print(f"        {s.name}: {action}")
+            if isinstance(action, Send):
+                self._send(s.name, action.to, action.msg)
+            elif isinstance(action, Persist | Truncate):
+                if isinstance(action, Persist):
+                    s.queue.append(("persist", action.entries))
+                else:
+                    s.queue.append(("truncate", action.after_index))
+                s.disk_free_at = max(s.disk_free_at, self.now) + self.rng.randint(1, s.disk_latency)
+                self._at(s.disk_free_at, "disk", (s.name, s.life))
+            elif isinstance(action, Apply):
+                self.inv.on_apply(s, action.entries)
+                self.inv.check_confirmed(s)
+            elif isinstance(action, Acknowledge):
+                op, _attempt = action.token
+                self.inv.on_acknowledge(s, replica, action.index, op)
+                if self.rng.random() < 0.9:  # else the answer to the client is lost
+                    self._client_done(op)
+            elif isinstance(action, Rejected):
+                self._client_rejected(action.token, action.leader)
+            elif isinstance(action, ProposeRecord):
+                if s.etcd_ok:
+                    delay = self.rng.randint(1, 60)
+                    data = (s.name, s.life, action.new, action.expected_revision)
+                    self._at(self.now + delay, "cas", data)
+            else:  # pragma: no cover
+                raise TypeError(action)
+
+    # The client ------------------------------------------------------------------------------
+
+    def _ev_client_new(self) -> None:
+        if self.issued < self.n_ops and len(self.pending) < 5:
+            self.issued += 1
+            self._submit(ClientOp(f"msg:m{self.issued}".encode()))
+        if self.issued < self.n_ops:
+            self._at(self.now + self.rng.randint(10, 150), "client_new", ())
+
+    def _submit(self, cop: ClientOp) -> None:
+        self.pending[cop.op] = cop
+        cop.attempt += 1
+        names = sorted(self.by_name)
+        if self.believed is None:
+            self.believed = self.rng.choice(names)
+        cop.target = self.believed
+        self._at(self.now + self.client_timeout, "client_timeout", (cop.op, cop.attempt))
+        s = self.by_name[cop.target]
+        if s.replica is not None:
+            self._do(s, s.replica.propose(cop.op, (cop.op, cop.attempt)))
+
+    def _client_done(self, op: bytes) -> None:
+        if self.pending.pop(op, None) is None:
+            return
+        kind, _, ident = op.decode().partition(":")
+        if kind == "msg" and self.rng.random() < 0.5:
+            self._submit(ClientOp(f"ack:{ident}".encode()))
+
+    def _retry(self, op: bytes, attempt: int, leader: str | None) -> None:
+        cop = self.pending.get(op)
+        if cop is None or cop.attempt != attempt:
+            return
+        names = sorted(self.by_name)
+        if leader is not None:
+            self.believed = leader
+        elif self.believed == cop.target:
+            self.believed = names[(names.index(cop.target) + 1) % len(names)]
+        self._at(self.now + self.rng.randint(5, 40), "client_resubmit", (op, attempt))
+
+    def _client_rejected(self, token: tuple[bytes, int], leader: str | None) -> None:
+        self._retry(token[0], token[1], leader)
+
+    def _ev_client_timeout(self, op: bytes, attempt: int) -> None:
+        self._retry(op, attempt, None)
+
+    def _ev_client_resubmit(self, op: bytes, attempt: int) -> None:
+        cop = self.pending.get(op)
+        if cop is not None and cop.attempt == attempt:
+            self._submit(cop)
+
+    # Faults ----------------------------------------------------------------------------------
+
+    def _ev_chaos(self) -> None:
+        if self.healing:
+            return
+        rng = self.rng
+        roll = rng.random()
+        up = [s for s in self.servers if s.replica is not None]
+        if roll < 0.25 and up:
+            s = rng.choice(up)
+            self._crash(s)
+            self._at(self.now + rng.randint(50, 1500), "restart", (s.name, s.life))
+        elif roll < 0.4:
+            for s in self.servers:
+                self.group[s.name] = rng.randint(0, 1)
+            self._at(self.now + rng.randint(100, 2000), "unpartition", ())
+        elif roll < 0.55:
+            s = rng.choice(self.servers)
+            s.etcd_ok = False
+            self._at(self.now + rng.randint(100, 1500), "etcd_back", (s.name,))
+        elif roll < 0.58:
+            # Power failure of every server at once.
+            for s in up:
+                self._crash(s)
+                self._at(self.now + rng.randint(50, 800), "restart", (s.name, s.life))
+        self._at(self.now + rng.randint(50, 400), "chaos", ())
+
+    def _ev_restart(self, name: str, life: int) -> None:
+        s = self.by_name[name]
+        if s.life == life and s.replica is None:
+            self._start(s)
+
+    def _ev_unpartition(self) -> None:
+        for name in self.group:
+            self.group[name] = 0
+
+    def _ev_etcd_back(self, name: str) -> None:
+        self.by_name[name].etcd_ok = True
+
+    def _heal(self) -> None:
+        self.healing = True
+        self.loss = 0.0
+        self.dup = 0.0
+        self._ev_unpartition()
+        for s in self.servers:
+            s.etcd_ok = True
+            if s.replica is None:
+                self._start(s)
+        if self.trace:
+            print(f"{self.now:>7} heal")
+
+    def _ev_converged(self) -> str | None:
+        replicas = [s.replica for s in self.servers]
+        leaders = [r for r in replicas if r is not None and r.is_leader]
+        if self.issued >= self.n_ops and not self.pending and len(leaders) == 1:
+            log = leaders[0].log
+            if all(
+                r is not None and r.log == log and s.app.applied == len(log)
+                for s, r in zip(self.servers, replicas, strict=True)
+            ):
+                return "converged"
+        self._at(self.now + 100, "converged?", ())
+        return None
+
+
+def run_seed(seed: int, replicas: int = 3, steps: int = 4000, **kwargs: Any) -> Simulation:
+    sim = Simulation(seed, replicas=replicas, steps=steps, **kwargs)
+    sim.run()
+    return sim
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=1000, help="how many seeds to run")
+    parser.add_argument("--start", type=int, default=0, help="the first seed")
+    parser.add_argument("--seed", type=int, help="run this one seed")
+    parser.add_argument("--replicas", type=int, choices=(3, 5), default=3)
+    parser.add_argument("--steps", type=int, default=4000, help="events in the fault phase")
+    parser.add_argument("--trace", action="store_true", help="print every event and action")
+    args = parser.parse_args(argv)
+    seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
+    failures = 0
+    started = time.monotonic()
+    for seed in seeds:
+        try:
+            run_seed(seed, args.replicas, args.steps, trace=args.trace)
+        except Violation as exc:
+            failures += 1
+            print(f"FAIL {exc}", flush=True)
+    elapsed = time.monotonic() - started
+    count = len(seeds)
+    print(f"{count} seeds, {failures} failed, {count / max(elapsed, 1e-9):.1f} seeds/s")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

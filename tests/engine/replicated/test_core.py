@@ -1,0 +1,427 @@
+"""The replication core's rules, one by one, on hand-built inputs (docs/REPLICATION.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from headwater.server.replicated.core import (
+    NOOP,
+    Acknowledge,
+    Apply,
+    Config,
+    Persist,
+    ProposeRecord,
+    Rejected,
+    Replica,
+    SafetyError,
+    Send,
+    Truncate,
+)
+from headwater.server.replicated.messages import Append, AppendReply, Entry
+from headwater.server.replicated.record import GroupRecord, quorum
+
+CFG = Config(
+    heartbeat_interval=50,
+    election_timeout=300,
+    election_stagger=100,
+    sync_timeout=200,
+    cas_timeout=300,
+)
+PEERS = ("a", "b", "c")
+
+
+def rec(epoch: int, leader: str, in_sync: str = "abc", revision: int = 1) -> GroupRecord:
+    return GroupRecord(PEERS, epoch, leader, frozenset(in_sync), revision)
+
+
+def of(actions: list[Any], kind: type) -> list[Any]:
+    return [a for a in actions if isinstance(a, kind)]
+
+
+def replies(actions: list[Any]) -> list[AppendReply]:
+    return [a.msg for a in of(actions, Send) if isinstance(a.msg, AppendReply)]
+
+
+def appends(actions: list[Any], to: str | None = None) -> list[Append]:
+    return [
+        a.msg for a in of(actions, Send) if isinstance(a.msg, Append) and (to is None or a.to == to)
+    ]
+
+
+def log(*epochs: int) -> list[Entry]:
+    return [Entry(i, e, f"op{i}".encode()) for i, e in enumerate(epochs, 1)]
+
+
+def follower(
+    name: str = "b", recovered: list[Entry] | None = None, record: GroupRecord | None = None
+) -> Replica:
+    r = Replica(name, recovered or [], CFG)
+    r.on_tick(0)
+    r.on_record(record or rec(1, "a"))
+    return r
+
+
+def leader(
+    name: str = "a", recovered: list[Entry] | None = None, in_sync: str = "abc", settle: bool = True
+) -> Replica:
+    """A replica that won epoch 2 (it campaigned from epoch 1, whose leader named it); with
+    `settle`, its no-op entry is fsynced everywhere in `in_sync` and committed."""
+    r = Replica(name, recovered or [], CFG)
+    r.on_tick(0)
+    out = r.on_record(rec(1, name, in_sync, revision=1))
+    [proposal] = of(out, ProposeRecord)  # rule 5: named leader without having won: campaign
+    assert proposal.new.epoch == 2 and proposal.expected_revision == 1
+    r.on_cas_result(True, rec(2, name, in_sync, revision=2))
+    assert r.is_leader and r.epoch == 2
+    assert r.log[-1] == Entry(len(r.log), 2, NOOP)
+    if settle:
+        r.on_persisted(len(r.log))
+        for member in sorted(set(in_sync) - {name}):
+            r.on_message(ok(member, len(r.log)))
+        assert r.commit == len(r.log)
+    return r
+
+
+def append(
+    epoch: int, prev: int, prev_epoch: int, entries: list[Entry], commit: int = 0, sender: str = "a"
+) -> Append:
+    return Append(epoch, sender, prev, prev_epoch, tuple(entries), commit)
+
+
+def ok(sender: str, durable: int, epoch: int = 2, hint: int | None = None) -> AppendReply:
+    return AppendReply(epoch, sender, True, durable, durable if hint is None else hint)
+
+
+# Rule 1: which Appends a follower accepts ----------------------------------------------------
+
+
+def test_follower_rejects_an_older_epoch_and_names_its_own() -> None:
+    r = follower(record=rec(3, "c", revision=4))
+    out = r.on_message(append(2, 0, 0, log(2)))
+    assert of(out, Persist) == []
+    assert replies(out) == [AppendReply(3, "b", False, 0, 0)]
+
+
+def test_follower_ignores_a_sender_that_is_not_the_epochs_leader() -> None:
+    r = follower(record=rec(2, "a"))
+    assert r.on_message(append(2, 0, 0, log(2), sender="c")) == []
+    assert r.log == []
+
+
+def test_follower_learns_a_later_epoch_from_its_leader() -> None:
+    r = follower(record=rec(1, "a"))
+    out = r.on_message(append(2, 0, 0, log(2), sender="c"))
+    assert r.epoch == 2 and r.leader == "c"
+    assert [m.to for m in of(out, Send)] == ["c"]
+
+
+def test_a_restarted_replica_takes_no_append_before_a_record() -> None:
+    r = Replica("b", log(1, 1), CFG)
+    r.on_tick(0)
+    assert r.on_message(append(1, 2, 1, [Entry(3, 1, b"x")])) == []
+    assert len(r.log) == 2
+
+
+def test_a_campaigner_fences_the_current_epoch_before_proposing() -> None:
+    r = follower(recovered=log(1), record=rec(1, "a"))
+    r.on_message(append(1, 1, 1, []))
+    out = r.on_tick(1000)
+    [proposal] = of(out, ProposeRecord)
+    assert proposal.new == GroupRecord(PEERS, 2, "b", frozenset("abc"))
+    assert proposal.expected_revision == 1
+    assert r.fenced == 1
+    # The old leader's entries are refused, silently: it can commit nothing more with us.
+    assert r.on_message(append(1, 1, 1, [Entry(2, 1, b"x")])) == []
+    assert len(r.log) == 1
+
+
+def test_mismatch_past_the_end_hints_the_last_index() -> None:
+    r = follower(recovered=log(1, 1))
+    out = r.on_message(append(1, 5, 1, [Entry(6, 1, b"x")]))
+    assert replies(out) == [AppendReply(1, "b", False, 0, 2)]
+
+
+def test_mismatch_on_epoch_hints_before_the_conflicting_epoch() -> None:
+    r = follower(recovered=log(1, 1, 2, 2), record=rec(3, "a"))
+    out = r.on_message(append(3, 4, 3, [Entry(5, 3, b"x")]))
+    assert replies(out) == [AppendReply(3, "b", False, 0, 2)]
+
+
+def test_a_conflicting_suffix_is_truncated_before_appending() -> None:
+    r = follower(recovered=log(1, 1, 2, 2), record=rec(3, "a"))
+    new = [Entry(3, 3, b"n3"), Entry(4, 3, b"n4"), Entry(5, 3, b"n5")]
+    out = r.on_message(append(3, 2, 1, new))
+    assert [type(a) for a in out if not isinstance(a, Send)] == [Truncate, Persist]
+    assert of(out, Truncate) == [Truncate(2)]
+    assert of(out, Persist) == [Persist(tuple(new))]
+    assert r.log == [*log(1, 1), *new]
+    assert r.fsynced == 2  # what is fsynced and still agrees with the log
+
+
+def test_a_stale_append_neither_truncates_nor_lowers_the_match() -> None:
+    r = follower(record=rec(1, "a"))
+    r.on_message(append(1, 0, 0, log(1, 1, 1)))
+    out = r.on_message(append(1, 0, 0, log(1, 1)))
+    assert of(out, Truncate) == [] and of(out, Persist) == []
+    assert r.matched == 3 and len(r.log) == 3
+
+
+def test_committed_entries_are_never_truncated() -> None:
+    r = follower(record=rec(1, "a"))
+    r.on_message(append(1, 0, 0, log(1, 1, 1), commit=3))
+    r.on_persisted(3)
+    assert r.commit == 3
+    # A leader whose log differs inside the committed prefix is a bug: refuse loudly.
+    with pytest.raises(SafetyError):
+        r.on_message(append(2, 1, 1, [Entry(2, 2, b"other")], sender="c"))
+
+
+# Rule 2: what a follower reports durable -----------------------------------------------------
+
+
+def test_durable_is_fsynced_and_matched() -> None:
+    r = follower(record=rec(1, "a"))
+    out = r.on_message(append(1, 0, 0, log(1, 1, 1)))
+    assert replies(out) == [AppendReply(1, "b", True, 0, 3)]  # held, not yet fsynced
+    out = r.on_persisted(3)
+    assert replies(out) == [AppendReply(1, "b", True, 3, 3)]
+
+
+def test_a_recovered_log_counts_only_once_matched_in_this_epoch() -> None:
+    r = follower(recovered=log(1, 1, 1, 1), record=rec(2, "a"))
+    assert r.fsynced == 4
+    out = r.on_message(append(2, 2, 1, []))
+    assert replies(out) == [AppendReply(2, "b", True, 2, 2)]
+
+
+def test_the_match_restarts_at_a_new_epoch() -> None:
+    r = follower(record=rec(1, "a"))
+    r.on_message(append(1, 0, 0, log(1, 1)))
+    r.on_persisted(2)
+    assert r.matched == 2
+    r.on_record(rec(2, "c", revision=2))
+    assert r.matched == 0
+    out = r.on_message(append(2, 1, 1, [], sender="c"))
+    assert replies(out) == [AppendReply(2, "b", True, 1, 1)]
+
+
+def test_a_leader_counts_only_replies_of_its_epoch() -> None:
+    r = leader()
+    r.propose(b"x", "t")
+    r.on_persisted(2)
+    out = r.on_message(ok("b", 2, epoch=1)) + r.on_message(ok("c", 2, epoch=1))
+    assert of(out, Acknowledge) == [] and r.commit == 1
+
+
+# Rule 3: commit, apply, acknowledge ----------------------------------------------------------
+
+
+def test_commit_waits_for_every_in_sync_member() -> None:
+    r = leader()
+    out = r.propose(b"x", "t")
+    assert of(out, Persist) == [Persist((Entry(2, 2, b"x"),))]
+    assert [m.entries for m in appends(out)] == [(Entry(2, 2, b"x"),)] * 2
+    assert of(r.on_persisted(2), Acknowledge) == []
+    assert of(r.on_message(ok("b", 2)), Acknowledge) == []
+    out = r.on_message(ok("c", 2))
+    assert of(out, Apply) == [Apply((Entry(2, 2, b"x"),))]
+    assert of(out, Acknowledge) == [Acknowledge("t", 2)]
+    assert out.index(of(out, Apply)[0]) < out.index(of(out, Acknowledge)[0])
+
+
+def test_the_leader_counts_its_own_fsync() -> None:
+    r = leader()
+    r.propose(b"x", "t")
+    r.on_message(ok("b", 2))
+    assert of(r.on_message(ok("c", 2)), Acknowledge) == []
+    assert of(r.on_persisted(2), Acknowledge) == [Acknowledge("t", 2)]
+
+
+def test_commit_uses_the_latest_in_sync() -> None:
+    r = leader()
+    r.propose(b"x", "t")
+    r.on_persisted(2)
+    r.on_message(ok("b", 2))
+    out = r.on_record(rec(2, "a", "ab", revision=3))
+    assert of(out, Acknowledge) == [Acknowledge("t", 2)]
+
+
+def test_a_member_being_added_counts_from_the_proposal_on() -> None:
+    """Design refinement: while the swap that adds c is in flight, c must hold what commits,
+    or c could join in_sync (and later lead) without an entry committed meanwhile."""
+    r = leader(in_sync="ab")
+    r.on_message(ok("c", 1))
+    out = r.on_tick(10)
+    [proposal] = of(out, ProposeRecord)
+    assert proposal.new.in_sync == frozenset("abc")
+    r.propose(b"x", "t")
+    r.on_persisted(2)
+    assert of(r.on_message(ok("b", 2)), Acknowledge) == []  # c is counted already
+    assert of(r.on_message(ok("c", 2)), Acknowledge) == [Acknowledge("t", 2)]
+
+
+def test_a_new_leader_appends_a_no_op_and_commits_its_inherited_tail() -> None:
+    r = leader(recovered=log(1, 1, 1), settle=False)
+    assert r.epoch_start == 3 and r.commit == 0
+    assert r.log == [*log(1, 1, 1), Entry(4, 2, NOOP)]
+    r.on_message(ok("b", 3))
+    out = r.on_message(ok("c", 3))
+    # The inherited tail commits in the new epoch before (and without) the no-op.
+    assert of(out, Apply) == [Apply(tuple(log(1, 1, 1)))]
+
+
+def test_the_no_op_cuts_back_a_followers_stale_tail() -> None:
+    """Regression (simulator seed 10719, R5): followers kept uncommitted entries of an older
+    epoch past the new leader's log end, so their logs never equalled the committed log."""
+    b = follower("b", recovered=log(1, 1, 1, 1, 1), record=rec(2, "a"))
+    # What the leader of epoch 2, whose log ends at 3, sends first: its no-op.
+    out = b.on_message(append(2, 3, 1, [Entry(4, 2, NOOP)]))
+    assert of(out, Truncate) == [Truncate(3)]
+    assert b.log == [*log(1, 1, 1), Entry(4, 2, NOOP)]
+
+
+def test_a_follower_applies_up_to_its_durable_match() -> None:
+    r = follower(record=rec(1, "a"))
+    out = r.on_message(append(1, 0, 0, log(1, 1, 1), commit=3))
+    assert of(out, Apply) == []  # not fsynced yet
+    out = r.on_persisted(3)
+    assert of(out, Apply) == [Apply(tuple(log(1, 1, 1)))]
+    out = r.on_message(append(1, 3, 1, [Entry(4, 1, b"y")], commit=3))
+    assert of(out, Apply) == []
+
+
+# Rule 4: in_sync changes and heartbeats ------------------------------------------------------
+
+
+def test_heartbeats_every_interval() -> None:
+    r = leader()
+    assert appends(r.on_tick(20)) == []
+    beats = appends(r.on_tick(50))
+    assert [(m.prev_index, m.entries) for m in beats] == [(1, ()), (1, ())]
+
+
+def test_a_silent_follower_is_taken_out_while_entries_wait() -> None:
+    r = leader()
+    r.on_tick(0)
+    assert of(r.on_tick(400), ProposeRecord) == []  # nothing waits
+    r.propose(b"x", "t")
+    r.on_persisted(2)
+    r.on_message(ok("b", 2))
+    [proposal] = of(r.on_tick(401), ProposeRecord)
+    assert proposal.new.in_sync == frozenset("ab")
+    assert proposal.expected_revision == 2
+    out = r.on_cas_result(True, rec(2, "a", "ab", revision=3))
+    assert of(out, Acknowledge) == [Acknowledge("t", 2)]
+
+
+def test_in_sync_never_shrinks_below_a_quorum() -> None:
+    assert quorum(3) == 2 and quorum(5) == 3
+    r = leader(in_sync="ab")
+    r.propose(b"x", "t")
+    r.on_persisted(2)
+    for now in (100, 500, 1000):
+        assert of(r.on_tick(now), ProposeRecord) == []
+
+
+def test_a_follower_goes_back_once_it_holds_the_commit_and_the_inherited_tail() -> None:
+    """Design refinement: a new leader's commit index may lag what the previous leader
+    committed, so a returning follower must also reach the leader's log at the epoch start."""
+    r = leader(recovered=log(1, 1, 1), in_sync="ab", settle=False)
+    assert r.epoch_start == 3 and r.commit == 0
+    r.on_message(ok("c", 0))
+    assert of(r.on_tick(5), ProposeRecord) == []  # 0 >= commit, but c lacks the tail
+    r.on_message(ok("c", 2))
+    assert of(r.on_tick(10), ProposeRecord) == []  # c lacks entry 3 of the inherited tail
+    r.on_message(ok("c", 3))
+    [proposal] = of(r.on_tick(20), ProposeRecord)
+    assert proposal.new.in_sync == frozenset("abc")
+
+
+# Rule 5: campaigns ---------------------------------------------------------------------------
+
+
+def test_campaign_timeout_is_staggered_by_name() -> None:
+    b = follower("b", record=rec(1, "a"))
+    c = follower("c", record=rec(1, "a"))
+    # ranks: a 0, b 1, c 2 -> b after 300 + 100, c after 300 + 200
+    assert of(b.on_tick(400), ProposeRecord) == []
+    assert of(b.on_tick(401), ProposeRecord) != []
+    assert of(c.on_tick(401), ProposeRecord) == []
+    assert of(c.on_tick(501), ProposeRecord) != []
+
+
+def test_only_in_sync_members_campaign() -> None:
+    r = follower("c", record=rec(1, "a", "ab"))
+    assert of(r.on_tick(5000), ProposeRecord) == []
+
+
+def test_a_failed_swap_adopts_the_record_returned() -> None:
+    r = follower("b", record=rec(1, "a"))
+    r.on_tick(1000)
+    assert r.fenced == 1
+    r.on_cas_result(False, rec(2, "c", revision=2))
+    assert (r.epoch, r.leader, r.is_leader) == (2, "c", False)
+    out = r.on_message(append(2, 0, 0, log(2), sender="c"))
+    assert of(out, Persist) != []
+
+
+def test_a_failed_swap_in_the_same_epoch_lifts_the_fence() -> None:
+    r = follower("b", record=rec(1, "a"))
+    r.on_tick(1000)
+    # The leader took c out first: our swap named a revision that is gone.
+    r.on_cas_result(False, rec(1, "a", "ab", revision=2))
+    assert r.fenced == 0
+    assert of(r.on_message(append(1, 0, 0, log(1))), Persist) != []
+
+
+def test_an_unanswered_swap_keeps_the_fence() -> None:
+    r = follower("b", record=rec(1, "a"))
+    r.on_tick(1000)
+    r.on_tick(1100)
+    assert r.fenced == 1
+    assert r.on_message(append(1, 0, 0, log(1))) == []
+
+
+def test_a_restarted_leader_campaigns_for_a_new_epoch() -> None:
+    r = Replica("a", log(3, 3), CFG)
+    r.on_tick(0)
+    out = r.on_record(rec(3, "a", revision=7))
+    assert not r.is_leader
+    assert of(out, ProposeRecord) == [
+        ProposeRecord(GroupRecord(PEERS, 4, "a", frozenset("abc")), 7)
+    ]
+    assert of(r.propose(b"x", "t"), Rejected) == [Rejected("t", None)]
+
+
+def test_a_won_swap_makes_a_leader_that_probes_from_its_log_end() -> None:
+    r = follower("b", recovered=log(1, 1), record=rec(1, "a"))
+    assert of(r.on_tick(1000), ProposeRecord) != []
+    out = r.on_cas_result(True, rec(2, "b", revision=2))
+    assert r.is_leader
+    assert [(m.epoch, m.prev_index, m.prev_epoch) for m in appends(out)] == [(2, 2, 1)] * 2
+    assert [m.entries for m in appends(out)] == [(Entry(3, 2, NOOP),)] * 2
+
+
+# Rule 6: a deposed leader --------------------------------------------------------------------
+
+
+def test_a_deposed_leader_rejects_and_never_acknowledges() -> None:
+    r = leader()
+    r.propose(b"x", "t1")
+    r.on_persisted(2)
+    out = r.on_record(rec(3, "b", revision=3))
+    assert of(out, Rejected) == [Rejected("t1", "b")]
+    assert not r.is_leader
+    out = r.on_message(ok("b", 2)) + r.on_message(ok("c", 2))
+    assert of(out, Acknowledge) == []
+    assert r.propose(b"y", "t2") == [Rejected("t2", "b")]
+
+
+def test_a_reply_of_a_later_epoch_deposes_the_leader() -> None:
+    r = leader()
+    r.propose(b"x", "t1")
+    out = r.on_message(AppendReply(3, "b", False, 0, 0))
+    assert of(out, Rejected) == [Rejected("t1", None)]
+    assert not r.is_leader and r.epoch == 3
