@@ -8,9 +8,9 @@ has arrived, every earlier one has too.
 
 For JetStream clusters: :func:`js_api` sends one ``$JS.API`` request and decodes the reply,
 :func:`wait_jetstream` waits until every server answers ``$JS.API.INFO`` without an error
-(nats-server's meta group elects its leader after the routes are up), and
-:func:`crash` kills a server together with the processes it started (Headwater's etcd member),
-as a machine or container failure would.
+(nats-server's meta group elects its leader after the routes are up),
+:func:`wait_until` polls a check (bounded), and :func:`crash` kills a server together with
+the processes it started (Headwater's etcd member), as a machine or container failure would.
 """
 
 from __future__ import annotations
@@ -151,6 +151,18 @@ async def drain_for(box: asyncio.Queue[Msg], seconds: float) -> list[Msg]:
     while not box.empty():
         got.append(box.get_nowait())
     return got
+
+
+async def wait_until(check: Any, timeout: float, what: str, interval: float = 0.1) -> Any:
+    """Await ``check()`` until it returns a truthy value, which is returned (bounded)."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"{what} not within {timeout}s (last: {last!r})")
 
 
 async def js_api(nc: NATS, subject: str, body: Any = None, timeout: float = 2.0) -> dict[str, Any]:

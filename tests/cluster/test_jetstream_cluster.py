@@ -23,7 +23,16 @@ import time
 from typing import Any
 
 import pytest
-from cluster.helpers import KINDS, connect, crash, js_api, kinds_of, propagated, wait_jetstream
+from cluster.helpers import (
+    KINDS,
+    connect,
+    crash,
+    js_api,
+    kinds_of,
+    propagated,
+    wait_jetstream,
+    wait_until,
+)
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
@@ -91,18 +100,6 @@ async def stream_names(nc: NATS) -> list[str]:
     return list(reply.get("streams") or [])
 
 
-async def wait_until(check: Any, timeout: float, what: str) -> Any:
-    """Call the coroutine function ``check`` until it returns a truthy value (bounded)."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{what} not within {timeout}s (last: {last!r})")
-
-
 @ON_BOTH
 async def test_stream_created_on_one_server_is_known_everywhere(
     js_cluster: Cluster, js_clients: list[NATS]
@@ -157,6 +154,7 @@ async def test_publish_through_every_server(js_cluster: Cluster, js_clients: lis
 
     for i, nc in enumerate(js_clients):
         info = await js_api(nc, "$JS.API.STREAM.INFO.EVENTS")
+        assert "error" not in info, (js_cluster.names[i], info)
         assert info["state"]["messages"] == 9, (js_cluster.names[i], info)
         assert info["state"]["last_seq"] == 9
 

@@ -22,11 +22,11 @@ link is back, requests included). What is correct, and checked on both servers:
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import pytest
 from cluster.helpers import KINDS, connect, js_api, propagated, wait_jetstream
+from cluster.helpers import wait_until as until
 from nats.aio.client import Client as NATS
 from nats.errors import TimeoutError as NatsTimeoutError
 
@@ -56,18 +56,6 @@ async def api(nc: NATS, subject: str, body: Any = None, timeout: float = 2.0) ->
         return await js_api(nc, subject, body, timeout=timeout)
     except NatsTimeoutError:
         return "timeout"
-
-
-async def until(check: Any, timeout: float, what: str) -> Any:
-    """Await ``check()`` until it returns a truthy value (bounded)."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{what} not within {timeout}s (last: {last!r})")
 
 
 async def js_cluster(netns_cluster: Any, kind: str) -> tuple[NetnsCluster, list[NATS]]:
@@ -198,6 +186,20 @@ async def test_isolated_host_keeps_its_stream_and_converges(netns_cluster, kind:
             await nc.close()
 
 
+async def unchanged_after_heal(
+    cluster: NetnsCluster, clients: list[NATS], host: int, stream: str
+) -> None:
+    """Heal, then check through another server that the refused update left no trace."""
+    cluster.heal()
+
+    async def answered() -> Any:
+        info = await api(clients[(host + 1) % 3], f"$JS.API.STREAM.INFO.{stream}", timeout=1)
+        return info if isinstance(info, dict) and "error" not in info else None
+
+    info = await until(answered, 20, "STREAM.INFO answered after the heal")
+    assert "description" not in info["config"], info["config"]
+
+
 @pytest.mark.parametrize("kind", KINDS)
 async def test_update_through_the_isolated_host_is_refused(netns_cluster, kind: str) -> None:
     """The isolated host holds the stream, but not the metadata: an update through it gets
@@ -213,14 +215,7 @@ async def test_update_through_the_isolated_host_is_refused(netns_cluster, kind: 
         info = await api(clients[host], "$JS.API.STREAM.INFO.UPD")
         assert isinstance(info, dict) and "error" not in info, info
 
-        cluster.heal()
-
-        async def answered() -> Any:
-            info = await api(clients[(host + 1) % 3], "$JS.API.STREAM.INFO.UPD", timeout=1)
-            return info if isinstance(info, dict) and "error" not in info else None
-
-        info = await until(answered, 20, "STREAM.INFO answered after the heal")
-        assert "description" not in info["config"], info["config"]
+        await unchanged_after_heal(cluster, clients, host, "UPD")
     finally:
         for nc in clients:
             await nc.close()
@@ -275,14 +270,7 @@ async def test_update_right_after_the_cut_is_refused(netns_cluster, kind: str) -
         changed = config("NOW", ["NOW.>"], description="changed right after the cut")
         await refused(clients[host], "$JS.API.STREAM.UPDATE.NOW", changed)
 
-        cluster.heal()
-
-        async def answered() -> Any:
-            info = await api(clients[(host + 1) % 3], "$JS.API.STREAM.INFO.NOW", timeout=1)
-            return info if isinstance(info, dict) and "error" not in info else None
-
-        info = await until(answered, 20, "STREAM.INFO answered after the heal")
-        assert "description" not in info["config"], info["config"]
+        await unchanged_after_heal(cluster, clients, host, "NOW")
     finally:
         for nc in clients:
             await nc.close()
