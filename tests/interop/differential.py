@@ -165,3 +165,31 @@ def both_clusters(
             return ours.result(), theirs.result()
 
         yield observed
+
+
+def check_cluster_jetstream(o: Observed, domain: object) -> None:
+    """What the nats.go and nats.js cluster-jetstream scenarios observe alike (``domain``:
+    the empty domain as each client reports it); each test checks its client's own forms
+    (errors, empty fetches) after this."""
+    assert o["add_s1"]["cluster"] == {"name": "hwtest", "has_leader": True, "replicas": 0}
+    assert [a["seq"] for a in o["pub_acks_s2"]] == [1, 2, 3, 4, 5]
+    assert o["pub_duplicate_s3"] == {
+        "stream": "IOP_CLUSTER",
+        "seq": 3,
+        "duplicate": True,
+        "domain": domain,
+    }
+    assert o["pub_s3"]["seq"] == 6
+    assert [i["state"]["msgs"] for i in o["info_via"]] == [6, 6, 6]
+    fetched = o["fetch_s3"]
+    assert isinstance(fetched, list), f"fetch through s3 failed: {fetched}"
+    assert [m["data"] for m in fetched] == [*(f"js-{i}" for i in range(1, 6)), "js-b"]
+    assert [m["subject"] for m in fetched] == ["iop.cl.js.a"] * 5 + ["iop.cl.js.b"]
+    assert [m["pending"] for m in fetched] == [5, 4, 3, 2, 1, 0]
+    info = o["consumer_info_s1"]
+    assert (info["num_ack_pending"], info["ack_floor_stream"]) == (0, 6)
+    assert o["consumer_names_s2"] == ["pull3"]
+    assert o["kv_put_s1"] == 1
+    assert o["kv_get_s3"]["value"] == "v1" and o["kv_get_s3"]["revision"] == 1
+    assert o["kv_update_s2"] == 2
+    assert o["kv_get_s3_after"]["value"] == "v2"

@@ -19,7 +19,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from interop.differential import ClusterRun, Observed, Run, both_clusters, both_servers
+from interop.differential import (
+    ClusterRun,
+    Observed,
+    Run,
+    both_clusters,
+    both_servers,
+    check_cluster_jetstream,
+)
 from interop.differential import assert_same as same
 
 from headwater.testing import Cluster, ServerProcess
@@ -205,29 +212,9 @@ def test_cluster_core(cluster_observed: Any) -> None:
 def test_cluster_jetstream(cluster_observed: Any) -> None:
     ours, theirs = cluster_observed("cluster-jetstream")
     for o in (ours, theirs):
-        assert o["add_s1"]["cluster"] == {"name": "hwtest", "has_leader": True, "replicas": 0}
-        assert [a["seq"] for a in o["pub_acks_s2"]] == [1, 2, 3, 4, 5]
-        assert o["pub_duplicate_s3"] == {
-            "stream": "IOP_CLUSTER",
-            "seq": 3,
-            "duplicate": True,
-            "domain": "",
-        }
-        assert o["pub_s3"]["seq"] == 6
-        assert [i["state"]["msgs"] for i in o["info_via"]] == [6, 6, 6]
-        fetched = o["fetch_s3"]
-        assert [m["data"] for m in fetched] == [*(f"js-{i}" for i in range(1, 6)), "js-b"]
-        assert [m["subject"] for m in fetched] == ["iop.cl.js.a"] * 5 + ["iop.cl.js.b"]
-        assert [m["pending"] for m in fetched] == [5, 4, 3, 2, 1, 0]
-        info = o["consumer_info_s1"]
-        assert (info["num_ack_pending"], info["ack_floor_stream"]) == (0, 6)
-        assert o["consumer_names_s2"] == ["pull3"]
+        check_cluster_jetstream(o, "")
         assert o["fetch_s3_empty"]["is"]
-        assert o["kv_put_s1"] == 1
-        assert o["kv_get_s3"]["value"] == "v1" and o["kv_get_s3"]["revision"] == 1
-        assert o["kv_update_s2"] == 2
         assert o["kv_update_s2_stale"]["error"]["err_code"] == 10071
-        assert o["kv_get_s3_after"]["value"] == "v2"
         assert [(e["key"], e["value"]) for e in o["kv_history_s1"]] == [("k", "v1"), ("k", "v2")]
         assert o["kv_bind_deleted_s1"]["is"] and o["info_deleted_s1"]["is"]
     assert_same("cluster-jetstream", ours, theirs)
