@@ -11,6 +11,7 @@ from headwater.server.replicated.core import (
     Acknowledge,
     Apply,
     Config,
+    Leadership,
     Persist,
     ProposeRecord,
     Rejected,
@@ -425,3 +426,38 @@ def test_a_reply_of_a_later_epoch_deposes_the_leader() -> None:
     out = r.on_message(AppendReply(3, "b", False, 0, 0))
     assert of(out, Rejected) == [Rejected("t1", None)]
     assert not r.is_leader and r.epoch == 3
+
+
+# What the owner needs: leadership notices, bounded Append sizes ----------------------------
+
+
+def test_leadership_is_announced_when_won_and_when_lost() -> None:
+    r = follower("b", recovered=log(1, 1), record=rec(1, "a"))
+    r.on_tick(1000)
+    out = r.on_cas_result(True, rec(2, "b", revision=2))
+    assert of(out, Leadership) == [Leadership(True, 2)]
+    out = r.on_record(rec(3, "c", revision=3))
+    assert of(out, Leadership) == [Leadership(False, 3)]
+    # A follower learning of a new leader was not leading: nothing to announce.
+    assert of(follower("c").on_record(rec(2, "b", revision=2)), Leadership) == []
+
+
+def test_an_append_carries_at_most_max_batch_bytes_of_ops() -> None:
+    r = Replica("a", [], Config(max_batch_bytes=100))
+    r.on_tick(0)
+    r.on_record(rec(1, "a", revision=1))
+    r.on_cas_result(True, rec(2, "a", revision=2))
+    r.on_persisted(1)
+    for member in "bc":
+        r.on_message(ok(member, 1))
+    r.propose(b"x" * 60, "t1")
+    r.propose(b"y" * 60, "t2")
+    big = b"z" * 500  # larger than the limit alone: still sent, on its own
+    r.propose(big, "t3")
+    r.on_message(ok("b", 1))  # b lost what was sent: resend from 2
+    sent = [m.entries for m in appends(r.on_tick(1000), to="b")]
+    assert [[e.index for e in batch] for batch in sent] == [[2]]
+    out = r.on_message(ok("b", 2))
+    assert [[e.index for e in m.entries] for m in appends(out, to="b")] == [[3]]
+    out = r.on_message(ok("b", 3))
+    assert [[e.op for e in m.entries] for m in appends(out, to="b")] == [[big]]

@@ -94,6 +94,7 @@ class Node:
         self.log = MemoryLog()
         self.runner: GroupRunner | None = None
         self.applied: list[bytes] = []
+        self.leading: list[tuple[bool, int]] = []  # what on_leadership told, in order
 
     async def start(self, recovered: Sequence[Entry] = ()) -> GroupRunner:
         self.applied = []  # a restarted replica applies again from index 1
@@ -110,6 +111,7 @@ class Node:
             on_apply=self._apply,
             on_acknowledge=_acknowledged,
             on_rejected=_rejected,
+            on_leadership=lambda leading, epoch: self.leading.append((leading, epoch)),
         )
         await self.runner.start()
         return self.runner
@@ -258,6 +260,9 @@ async def test_a_new_leader_takes_over_and_later_proposals_succeed(nodes: list[N
     print(f"\nnew leader {new.name} {took * 1000:.0f} ms after {old.name} was closed")
     record = await new.store.read(STREAM)
     assert record is not None and record.leader == new.name and record.epoch > old_epoch
+    # Each was told when it started leading (the owner subscribes the stream's subjects then).
+    assert (True, old_epoch) in old.leading
+    assert new.leading[-1] == (True, new.runner.replica.epoch)
     later = [f"msg:after{i}".encode() for i in range(10)]
     for op in later:
         await propose(nodes, op)

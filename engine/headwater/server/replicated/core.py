@@ -71,6 +71,7 @@ class Config:
     sync_timeout: int = 250
     cas_timeout: int = 300  # a record proposal without an answer may be made again after
     max_batch: int = 32  # entries per Append
+    max_batch_bytes: int = 1 << 20  # op bytes per Append (one larger entry still goes alone)
 
 
 # Actions -------------------------------------------------------------------------------------
@@ -115,6 +116,15 @@ class Rejected:
 
 
 @dataclass(frozen=True)
+class Leadership:
+    """This replica started (`leading`) or stopped leading, in `epoch`: the owner serves the
+    stream's clients only while leading."""
+
+    leading: bool
+    epoch: int
+
+
+@dataclass(frozen=True)
 class ProposeRecord:
     """Compare-and-swap the group record to `new` if its revision is `expected_revision`;
     the caller reports the outcome with `on_cas_result` (or not at all, if unknown)."""
@@ -123,7 +133,7 @@ class ProposeRecord:
     expected_revision: int
 
 
-Action = Send | Persist | Truncate | Apply | Acknowledge | Rejected | ProposeRecord
+Action = Send | Persist | Truncate | Apply | Acknowledge | Rejected | ProposeRecord | Leadership
 
 
 @dataclass
@@ -340,7 +350,7 @@ class Replica:
     # Epochs and campaigns --------------------------------------------------------------------
 
     def _enter_epoch(self, epoch: int, leader: str | None) -> list[Action]:
-        out = self._step_down(leader) if self.is_leader else []
+        out = [*self._step_down(leader), Leadership(False, epoch)] if self.is_leader else []
         self.epoch = epoch
         self.leader = leader
         self.matched = 0
@@ -414,7 +424,7 @@ class Replica:
         # back at; without one they would keep them for as long as nothing is proposed.
         noop = Entry(len(self.log) + 1, self.epoch, NOOP)
         self.log.append(noop)
-        out: list[Action] = [self._persist([noop])]
+        out: list[Action] = [Leadership(True, self.epoch), self._persist([noop])]
         for f in sorted(p for p in rec.peers if p != self.name):
             self._next[f] = self.epoch_start + 1
             self._recv[f] = -1
@@ -426,9 +436,21 @@ class Replica:
     def _send_to(self, f: str) -> list[Action]:
         prev = self._next[f] - 1
         prev_epoch = self.log[prev - 1].epoch if prev > 0 else 0
-        entries = tuple(self.log[prev : prev + self.config.max_batch])
+        entries = self._batch(prev)
         self._next[f] = prev + len(entries) + 1
         return [Send(f, Append(self.epoch, self.name, prev, prev_epoch, entries, self.commit))]
+
+    def _batch(self, prev: int) -> tuple[Entry, ...]:
+        """The entries after `prev` for one Append: `max_batch` of them at most, and no more
+        op bytes than `max_batch_bytes` (an entry larger than that alone still goes), so an
+        Append always fits what the routes carry."""
+        entries = self.log[prev : prev + self.config.max_batch]
+        size = 0
+        for count, entry in enumerate(entries):
+            size += len(entry.op)
+            if count and size > self.config.max_batch_bytes:
+                return tuple(entries[:count])
+        return tuple(entries)
 
     def _on_reply(self, m: AppendReply) -> list[Action]:
         if m.epoch > self.epoch:

@@ -18,6 +18,8 @@ A `GroupRunner` owns a `core.Replica` and carries out its actions:
   outcome is unknown, as the core expects.
 - The record's etcd watch feeds `on_record`; a timer feeds `on_tick` every `tick_ms` with
   ``time.monotonic()`` in ms.
+- **Leadership**: the owner's `on_leadership(leading, epoch)` (it serves the stream's
+  clients only while leading).
 - **Apply / Acknowledge / Rejected**: the owner's callbacks, with the tokens it passed to
   `propose`. Every token gets exactly one answer: Acknowledge, or Rejected (also for the
   proposals still waiting when the runner closes, and at once when `max_waiting` wait already
@@ -51,6 +53,7 @@ from headwater.server.replicated.core import (
     Action,
     Apply,
     Config,
+    Leadership,
     Persist,
     ProposeRecord,
     Rejected,
@@ -101,6 +104,7 @@ Resolve = Callable[[str], "str | None"]
 OnApply = Callable[[tuple[Entry, ...]], None]
 OnAcknowledge = Callable[[Any, int], None]
 OnRejected = Callable[[Any, "str | None"], None]
+OnLeadership = Callable[[bool, int], None]
 
 
 def server_ids(peers: Mapping[str, Any]) -> Resolve:
@@ -145,6 +149,7 @@ class GroupRunner:
         on_apply: OnApply = _ignore,
         on_acknowledge: OnAcknowledge = _ignore,
         on_rejected: OnRejected = _ignore,
+        on_leadership: OnLeadership = _ignore,
         tick_ms: int = 10,
         max_waiting: int = 10_000,
         max_cas: int = 2,
@@ -161,6 +166,7 @@ class GroupRunner:
         self.on_apply = on_apply
         self.on_acknowledge = on_acknowledge
         self.on_rejected = on_rejected
+        self.on_leadership = on_leadership
         self.tick_ms = tick_ms
         self.max_waiting = max_waiting
         self.max_cas = max_cas
@@ -352,6 +358,8 @@ class GroupRunner:
                 token = self._waiting.pop(action.token, None)
                 if token is not None:
                     self._callback(self.on_rejected, token, action.leader)
+            elif isinstance(action, Leadership):
+                self._callback(self.on_leadership, action.leading, action.epoch)
             elif isinstance(action, ProposeRecord):
                 if len(self._cas_tasks) < self.max_cas:
                     self._spawn(self._cas(action), "cas", self._cas_tasks)

@@ -36,6 +36,7 @@ from headwater.server.replicated.core import (
     Action,
     Apply,
     Config,
+    Leadership,
     Persist,
     ProposeRecord,
     Rejected,
@@ -399,6 +400,8 @@ class Simulation:
                     self._client_done(op)
             elif isinstance(action, Rejected):
                 self._client_rejected(action.token, action.leader)
+            elif isinstance(action, Leadership):
+                pass  # the client finds the leader by its rejections' hints
             elif isinstance(action, ProposeRecord):
                 if s.etcd_ok:
                     delay = self.rng.randint(1, 60)
