@@ -14,10 +14,12 @@ from headwater.server.replicated.core import (
     Leadership,
     Persist,
     ProposeRecord,
+    Rebase,
     Rejected,
     Replica,
     SafetyError,
     Send,
+    SendSnapshot,
     Truncate,
 )
 from headwater.server.replicated.messages import Append, AppendReply, Entry
@@ -461,3 +463,136 @@ def test_an_append_carries_at_most_max_batch_bytes_of_ops() -> None:
     assert [[e.index for e in m.entries] for m in appends(out, to="b")] == [[3]]
     out = r.on_message(ok("b", 3))
     assert [[e.op for e in m.entries] for m in appends(out, to="b")] == [[big]]
+
+
+# A base: logs that start past index 1, compaction and catch-up from a snapshot ---------------
+
+
+def based(
+    name: str = "b", base: tuple[int, int] = (5, 1), epochs: tuple[int, ...] = (1, 1)
+) -> Replica:
+    """A follower whose owner's snapshot holds 1..base and whose log holds what follows."""
+    entries = [Entry(base[0] + i, e, f"op{base[0] + i}".encode()) for i, e in enumerate(epochs, 1)]
+    r = Replica(name, entries, CFG, base=base)
+    r.on_tick(0)
+    r.on_record(rec(1, "a"))
+    return r
+
+
+def snapshots(actions: list[Any]) -> list[SendSnapshot]:
+    return of(actions, SendSnapshot)
+
+
+def test_a_replica_starts_from_its_base() -> None:
+    r = based()
+    assert (r.base, r.base_epoch, r.last_index) == (5, 1, 7)
+    assert (r.commit, r.applied, r.fsynced) == (5, 5, 7)
+    assert r.epoch_at(5) == 1 and r.epoch_at(7) == 1 and r.entry_at(6).index == 6
+    # It applies from base + 1, never what the snapshot holds.
+    out = r.on_message(append(1, 7, 1, [], commit=7))
+    assert [e.index for a in of(out, Apply) for e in a.entries] == [6, 7]
+
+
+def test_a_recovered_log_must_start_right_after_the_base() -> None:
+    with pytest.raises(ValueError, match="contiguous"):
+        Replica("b", log(1, 1), CFG, base=(5, 1))
+
+
+def test_an_append_at_the_base_is_checked_against_the_base_epoch() -> None:
+    r = based(epochs=())
+    [reply] = replies(r.on_message(append(1, 5, 1, [Entry(6, 1, b"x")], commit=5)))
+    assert reply.ok and r.last_index == 6
+    with pytest.raises(SafetyError, match="committed"):
+        based(epochs=()).on_message(append(1, 5, 9, [Entry(6, 9, b"x")]))
+
+
+def test_an_append_from_below_the_base_is_answered_with_the_log_end() -> None:
+    r = based()
+    [reply] = replies(r.on_message(append(1, 2, 1, log(1, 1, 1)[2:], commit=3)))
+    assert (reply.ok, reply.hint) == (False, 7)
+    assert r.last_index == 7 and of(r.on_message(append(1, 2, 1, [])), Truncate) == []
+
+
+def test_compact_drops_applied_entries_and_moves_the_base() -> None:
+    r = follower(recovered=log(1, 1, 1, 1))
+    r.on_message(append(1, 4, 1, [], commit=3))
+    assert r.applied == 3
+    r.compact(2)
+    assert (r.base, r.base_epoch, r.last_index, [e.index for e in r.log]) == (2, 1, 4, [3, 4])
+    r.compact(1)  # below the base: nothing to do
+    assert r.base == 2
+    with pytest.raises(SafetyError, match="applied"):
+        r.compact(4)
+    r.compact(3)
+    assert (r.base, r.log[0].index) == (3, 4)
+
+
+def test_a_leader_sends_a_snapshot_to_a_follower_below_its_base() -> None:
+    r = leader(recovered=log(1, 1, 1))  # no-op at 4, committed everywhere
+    r.compact(4)
+    assert r.log == [] and r.base == 4
+    # b lost its disk: its log ends at 0, which the leader no longer has.
+    out = r.on_message(AppendReply(2, "b", False, 0, 0))
+    assert snapshots(out) == [SendSnapshot("b", 4, 2)]
+    assert appends(out) == []  # nothing below the base can be sent
+    # At most one snapshot per follower every snapshot_interval; heartbeats go on, at the base.
+    out = r.on_message(AppendReply(2, "b", False, 0, 0))
+    assert out == []
+    out = r.on_tick(CFG.heartbeat_interval)
+    assert snapshots(out) == []
+    assert [(m.prev_index, m.prev_epoch) for m in appends(out, "b")] == [(4, 2)]
+    out = r.on_tick(CFG.snapshot_interval)
+    assert snapshots(out) == [SendSnapshot("b", 4, 2)]
+
+
+def test_a_snapshot_is_never_past_the_applied_index() -> None:
+    r = leader(recovered=log(1, 1, 1))
+    r.compact(3)
+    r.propose(b"x", "t")  # index 5, not committed
+    out = r.on_message(AppendReply(2, "b", False, 0, 0))
+    assert snapshots(out) == [SendSnapshot("b", 4, 2)]  # the applied index, not the last
+
+
+def test_a_follower_installs_a_snapshot_past_its_log() -> None:
+    r = follower(recovered=log(1, 1))
+    r.on_message(append(1, 2, 1, []))
+    assert r.snapshot_wanted(9) and not r.snapshot_wanted(0)
+    out = r.on_snapshot(9, 1)
+    assert of(out, Rebase) == [Rebase(9, 1)]
+    assert (r.base, r.base_epoch, r.log, r.commit, r.applied) == (9, 1, [], 9, 9)
+    assert of(out, Apply) == []  # the owner installed the state
+    [reply] = replies(out)
+    assert (reply.ok, reply.hint) == (False, 9)  # the leader goes on after 9
+    [reply] = replies(r.on_message(append(1, 9, 1, [Entry(10, 1, b"x")], commit=10)))
+    assert reply.ok and r.last_index == 10
+    out = r.on_persisted(10)
+    assert [e.index for a in of(out, Apply) for e in a.entries] == [10]
+
+
+def test_a_follower_keeps_the_entries_after_a_snapshot_it_holds() -> None:
+    r = follower(recovered=log(1, 1, 1, 1))
+    r.on_message(append(1, 4, 1, []))
+    out = r.on_snapshot(2, 1)
+    assert of(out, Rebase) == [] and of(out, Truncate) == []
+    assert (r.base, [e.index for e in r.log], r.applied, r.fsynced) == (2, [3, 4], 2, 4)
+
+
+def test_a_snapshot_over_a_conflicting_entry_drops_the_log() -> None:
+    r = follower(recovered=log(1, 1, 1))
+    out = r.on_snapshot(2, 3)  # the committed entry 2 is of epoch 3: our 2 and 3 were not
+    assert of(out, Rebase) == [Rebase(2, 3)]
+    assert (r.base, r.base_epoch, r.log, r.fsynced) == (2, 3, [], 2)
+
+
+def test_a_late_duplicate_or_misplaced_snapshot_is_ignored() -> None:
+    r = follower(recovered=log(1, 1, 1))
+    r.on_message(append(1, 3, 1, [], commit=3))
+    assert r.applied == 3
+    for index in (2, 3):  # at or below what it applied: late, twice, or already past it
+        assert not r.snapshot_wanted(index)
+        assert r.on_snapshot(index, 1) == []
+    assert r.base == 0 and len(r.log) == 3
+    fresh = Replica("b", [], CFG)  # no record yet: nothing is known of the group
+    assert not fresh.snapshot_wanted(5) and fresh.on_snapshot(5, 1) == []
+    lead = leader()
+    assert not lead.snapshot_wanted(9) and lead.on_snapshot(9, 2) == []

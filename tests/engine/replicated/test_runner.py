@@ -3,8 +3,10 @@
 Each runner has its own `InternalClient` on one in-process Headwater server, so their
 messages travel on ``$HW.RG.<stream>.<server id>`` through the server's routing as they will
 between servers; the group record lives in a real etcd member. The log is `MemoryLog` below,
-a test double of the storage layer (the real one, `replicated.wal`, lands separately): what
-`sync` has not covered is lost when a runner is closed, as on a crash.
+a test double of the storage layer (what `sync` has not covered is lost when a runner is
+closed, as on a crash), or the real `wal.ReplicationLog` in a tmp dir where a test says so.
+Each node's owner keeps its applied ops as its state, snapshots it, and transfers snapshots
+between nodes directly (the out-of-band transfer the runner leaves to its owner).
 
 Every wait is bounded; the throughput through three runners is printed, not asserted.
 """
@@ -30,6 +32,7 @@ from headwater.server.replicated.groupstore import GroupStore
 from headwater.server.replicated.messages import Entry
 from headwater.server.replicated.record import GroupRecord
 from headwater.server.replicated.runner import RG_PREFIX, GroupRunner, server_ids
+from headwater.server.replicated.wal import ReplicationLog
 from headwater.testing import free_port_runs
 
 pytestmark = pytest.mark.timeout(60)
@@ -44,13 +47,16 @@ for the swap in etcd and the scheduling of a loaded machine."""
 
 
 class MemoryLog:
-    """A test double of `replicated.wal` (the real log lands separately), for the runner's
-    `ReplicaLog` protocol: appends and truncates are buffered in order; `sync` applies the
-    ones made before it to `durable` after `delay` (an fsync's time), so those made meanwhile
-    wait for the next one, as with a real group commit."""
+    """A test double of `replicated.wal` for the runner's `ReplicaLog` protocol: appends,
+    truncates and rebases are buffered in order; `sync` applies the ones made before it to
+    `durable` (the entries after `base`) after `delay` (an fsync's time), so those made
+    meanwhile wait for the next one, as with a real group commit."""
 
-    def __init__(self, durable: Sequence[Entry] = (), delay: float = 0.001) -> None:
+    def __init__(
+        self, durable: Sequence[Entry] = (), delay: float = 0.001, base: tuple[int, int] = (0, 0)
+    ) -> None:
         self.durable: list[Entry] = list(durable)
+        self.base, self.base_epoch = base
         self.delay = delay
         self.pending: list[tuple[str, Any]] = []
         self.syncs = 0
@@ -62,6 +68,17 @@ class MemoryLog:
     def truncate(self, after_index: int) -> None:
         self.pending.append(("truncate", after_index))
 
+    def rebase(self, index: int, epoch: int) -> None:
+        self.pending.append(("rebase", (index, epoch)))
+
+    def compact(self, upto: int) -> None:
+        """Drops durable entries up to `upto` (applied, so durable: never pending)."""
+        cut = min(upto, self.base + len(self.durable))
+        if cut > self.base:
+            self.base_epoch = self.durable[cut - self.base - 1].epoch
+            del self.durable[: cut - self.base]
+            self.base = cut
+
     async def sync(self) -> int:
         ops, self.pending = self.pending, []
         await asyncio.sleep(self.delay)
@@ -70,11 +87,15 @@ class MemoryLog:
             raise OSError(5, "Input/output error")
         for kind, arg in ops:
             if kind == "truncate":
-                del self.durable[arg:]
+                assert arg >= self.base, "a truncate below the base"
+                del self.durable[arg - self.base :]
                 continue
-            assert arg[0].index == len(self.durable) + 1, "an append that leaves a hole"
+            if kind == "rebase":
+                self.durable, (self.base, self.base_epoch) = [], arg
+                continue
+            assert arg[0].index == self.base + len(self.durable) + 1, "an append leaves a hole"
             self.durable.extend(arg)
-        return len(self.durable)
+        return self.base + len(self.durable)
 
 
 class Rejected(Exception):
@@ -83,21 +104,37 @@ class Rejected(Exception):
         self.leader = leader
 
 
-class Node:
-    """One server's side: its internal client, etcd client, log, runner and applied ops."""
+WAL_SEGMENT_BYTES = 600
+"""Small segments (about a dozen entries each) so that compaction deletes some."""
 
-    def __init__(self, name: str, hub: Server, urls: list[str]) -> None:
+
+class Node:
+    """One server's side: its internal client, etcd client, log, runner and applied ops (its
+    state), and its snapshot of them (index, epoch of that entry, ops)."""
+
+    def __init__(self, name: str, hub: Server, urls: list[str], wal_dir: Path | None = None):
         self.name = name
         self.client = InternalClient(hub, f"replica-{name}")
         self.meta = MetaClient(urls, "test", timeout=2.0)
         self.store = GroupStore(self.meta)
-        self.log = MemoryLog()
+        self.wal_dir = wal_dir
+        self.log: Any = MemoryLog()
+        if wal_dir is not None:
+            self.log, _ = ReplicationLog.open(wal_dir, segment_bytes=WAL_SEGMENT_BYTES)
         self.runner: GroupRunner | None = None
         self.applied: list[bytes] = []
+        self.applied_index = 0
+        self.snap: tuple[int, int, list[bytes]] | None = None
+        self.installs = 0
+        self.peers: dict[str, Node] = {}
         self.leading: list[tuple[bool, int]] = []  # what on_leadership told, in order
 
-    async def start(self, recovered: Sequence[Entry] = ()) -> GroupRunner:
-        self.applied = []  # a restarted replica applies again from index 1
+    async def start(
+        self, recovered: Sequence[Entry] = (), base: tuple[int, int] = (0, 0)
+    ) -> GroupRunner:
+        # A restarted replica applies again from its snapshot (from index 1 without one).
+        self.applied = list(self.snap[2]) if self.snap else []
+        self.applied_index = base[0]
         self.runner = GroupRunner(
             STREAM,
             self.name,
@@ -107,8 +144,10 @@ class Node:
             store=self.store,
             resolve=IDS.get,
             recovered=recovered,
+            base=base,
             config=CFG,
             on_apply=self._apply,
+            on_send_snapshot=self._send_snapshot,
             on_acknowledge=_acknowledged,
             on_rejected=_rejected,
             on_leadership=lambda leading, epoch: self.leading.append((leading, epoch)),
@@ -120,11 +159,53 @@ class Node:
         """Closes the runner; what its log had not synced is lost."""
         assert self.runner is not None
         await self.runner.close()
-        self.log.pending = []
-        self.log = MemoryLog(self.log.durable)
+        if isinstance(self.log, MemoryLog):
+            self.log.pending = []
+            self.log = MemoryLog(self.log.durable, base=(self.log.base, self.log.base_epoch))
+        else:
+            self.log.close()  # without a sync
+
+    async def restart(self) -> GroupRunner:
+        """Starts again from the snapshot and what the log recovers past it."""
+        if isinstance(self.log, MemoryLog):
+            entries, first = self.log.durable, self.log.base + 1
+        else:
+            assert self.wal_dir is not None
+            self.log, entries = ReplicationLog.open(self.wal_dir, segment_bytes=WAL_SEGMENT_BYTES)
+            first = self.log.first_index
+        if self.snap is None:
+            return await self.start(entries)
+        index, epoch, _ = self.snap
+        assert first <= index + 1, "the log was compacted past the snapshot"
+        return await self.start([e for e in entries if e.index > index], base=(index, epoch))
+
+    def snapshot(self) -> int:
+        """Snapshots what was applied, then compacts the core and the log up to there."""
+        assert self.runner is not None
+        index = self.applied_index
+        self.snap = (index, self.runner.replica.epoch_at(index), list(self.applied))
+        self.runner.compact(index)
+        self.log.compact(index)
+        return index
 
     def _apply(self, entries: tuple[Entry, ...]) -> None:
         self.applied += [e.op for e in entries if e.op != NOOP]
+        self.applied_index = entries[-1].index
+
+    def _send_snapshot(self, to: str, index: int, epoch: int) -> None:
+        assert index == self.applied_index  # the state as of `index` is what we hold now
+        state = list(self.applied)
+        asyncio.get_running_loop().call_soon(self.peers[to].install, index, epoch, state)
+
+    def install(self, index: int, epoch: int, state: list[bytes]) -> None:
+        """The receiving owner: switch to the snapshot's state and tell the runner, in one
+        step, only if it is wanted (never back)."""
+        if self.runner is None or not self.runner.snapshot_wanted(index):
+            return
+        self.applied, self.applied_index = state, index
+        self.snap = (index, epoch, list(state))
+        self.installs += 1
+        self.runner.install_snapshot(index, epoch)
 
     @property
     def up(self) -> bool:
@@ -207,9 +288,15 @@ async def hub() -> AsyncIterator[Server]:
 
 
 @pytest.fixture
-async def nodes(hub: Server, etcd_urls: list[str]) -> AsyncIterator[list[Node]]:
-    """Three replicas of STREAM, running, with the group's first record in etcd (s1 leads)."""
-    made = [Node(name, hub, etcd_urls) for name in NAMES]
+async def nodes(
+    request: pytest.FixtureRequest, hub: Server, etcd_urls: list[str], tmp_path: Path
+) -> AsyncIterator[list[Node]]:
+    """Three replicas of STREAM, running, with the group's first record in etcd (s1 leads).
+    Their logs are `MemoryLog`s, or real `ReplicationLog`s when parametrized with "wal"."""
+    wal = getattr(request, "param", "memory") == "wal"
+    made = [Node(name, hub, etcd_urls, tmp_path / name if wal else None) for name in NAMES]
+    for node in made:
+        node.peers = {n.name: n for n in made}
     first = GroupRecord(NAMES, 1, "s1", frozenset(NAMES))
     assert await made[0].store.create(STREAM, first)
     try:
@@ -221,6 +308,8 @@ async def nodes(hub: Server, etcd_urls: list[str]) -> AsyncIterator[list[Node]]:
         for node in made:
             if node.runner is not None:
                 await asyncio.wait_for(node.runner.close(), 5.0)
+            if isinstance(node.log, ReplicationLog):
+                node.log.close()
             await node.meta.close()
             node.client.close()
 
@@ -418,3 +507,61 @@ def test_server_ids_follow_the_peers() -> None:
     peers["b"] = Peer("IDB")
     del peers["a"]
     assert (resolve("a"), resolve("b")) == (None, "IDB")
+
+
+# Compaction, snapshots, and the real log -----------------------------------------------------
+
+
+@pytest.mark.parametrize("nodes", ["memory", "wal"], indirect=True)
+async def test_a_runner_restarts_from_a_compacted_log(nodes: list[Node]) -> None:
+    """Every node snapshots and compacts; a follower restarted from its (real or in-memory)
+    log recovers the log past its snapshot (a base > 0) and catches up by entries."""
+    ops = [f"msg:{i}".encode() for i in range(30)]
+    for op in ops:
+        await propose(nodes, op)
+    await wait_until(applied_everywhere(nodes, ops), 5.0, "all three applied")
+    for node in nodes:
+        assert node.snapshot() > 20
+        if isinstance(node.log, ReplicationLog):
+            await node.log.sync()  # the compacted segments are deleted by a round
+            assert node.log.first_index > 1
+    lead = leader(nodes)
+    follower = next(n for n in nodes if n is not lead)
+    await follower.crash()
+    missed = [f"msg:missed{i}".encode() for i in range(10)]
+    for op in missed:
+        await propose(nodes, op)
+    runner = await follower.restart()
+    assert follower.snap is not None and runner.replica.base == follower.snap[0] > 0
+    if isinstance(follower.log, ReplicationLog):
+        assert follower.log.first_index > 1  # recovered from a compacted log on disk
+    await wait_until(applied_everywhere(nodes, ops + missed), 5.0, "the restarted one caught up")
+    assert follower.installs == 0  # the leader still had every entry it missed
+    await propose(nodes, b"msg:last")
+    await wait_until(applied_everywhere(nodes, [*ops, *missed, b"msg:last"]), 5.0, "applied")
+
+
+async def test_a_runner_far_behind_catches_up_from_a_snapshot(nodes: list[Node]) -> None:
+    ops = [f"msg:{i}".encode() for i in range(5)]
+    for op in ops:
+        await propose(nodes, op)
+    await wait_until(applied_everywhere(nodes, ops), 5.0, "all three applied")
+    lead = leader(nodes)
+    assert lead is not None
+    follower = next(n for n in nodes if n is not lead)
+    await follower.crash()
+    held = follower.log.base + len(follower.log.durable)
+    missed = [f"msg:missed{i}".encode() for i in range(20)]
+    for op in missed:
+        await propose(nodes, op)
+    await wait_until(applied_everywhere(nodes, ops + missed), 5.0, "the two applied")
+    for node in nodes:
+        if node is not follower:
+            assert node.snapshot() > held  # the leader no longer has what the follower lacks
+    await follower.restart()
+    await wait_until(applied_everywhere(nodes, ops + missed), 5.0, "caught up by a snapshot")
+    assert follower.installs >= 1
+    # Its log was rebased past the snapshot, then went on by entries.
+    await propose(nodes, b"msg:last")
+    await wait_until(applied_everywhere(nodes, [*ops, *missed, b"msg:last"]), 5.0, "applied")
+    assert follower.log.base >= held and follower.log.durable[-1].op == b"msg:last"

@@ -2,20 +2,26 @@
 
 A `Replica` is fed inputs, each a method returning the actions the caller must carry out, in
 order: `on_record` (a group record from the etcd watch, or read after a CAS), `on_message`,
-`on_persisted`, `on_tick` (a logical clock in ms), `propose` and `on_cas_result`. It does no
-I/O and reads no clock. The caller builds it from the durable log it recovered from disk,
-runs the disk actions (Persist, Truncate) in order and calls `on_persisted` once per Persist,
-in order, when its fsync is done.
+`on_persisted`, `on_tick` (a logical clock in ms), `propose`, `on_cas_result` and
+`on_snapshot`; `compact` returns nothing. It does no I/O and reads no clock. The caller builds
+it from what it recovered from disk: its snapshot's index and epoch (`base`, (0, 0) without
+one) and the durable log after it; runs the disk actions (Persist, Truncate, Rebase) in order
+and calls `on_persisted` once per Persist, in order, when its fsync is done.
+
+The log in memory holds the entries after `base`; everything up to `base` is in the owner's
+snapshot, committed and applied (commit and applied start there). Indexes are absolute:
+`last_index`, `entry_at(i)` and `epoch_at(i)` (the base's epoch at the base) read it.
 
 Rules implemented (the reasons are in docs/REPLICATION.md):
 
 1. A follower accepts an Append only if its epoch is the highest it knows, its sender is that
    epoch's leader per the record (when the record of that epoch is known), the epoch is not
-   fenced, and its log holds `prev_epoch` at `prev_index` (log matching). Otherwise it
-   answers ok=False with a hint: its last index, or the index before the first entry of the
-   conflicting epoch (never below what it knows is committed). A conflicting suffix is
-   truncated before appending; an entry at or below the known commit index never is (that
-   would be a bug elsewhere: `SafetyError`).
+   fenced, and its log holds `prev_epoch` at `prev_index` (log matching; an Append whose
+   `prev_index` is below the base, which it cannot check, is answered with its log's end).
+   Otherwise it answers ok=False with a hint: its last index, or the index before the first
+   entry of the conflicting epoch (never below what it knows is committed or matched). A
+   conflicting suffix is truncated before appending; an entry at or below the known commit
+   index never is (that would be a bug elsewhere: `SafetyError`).
 2. A follower reports `durable` = min(fsynced index, index up to which its log is known to
    equal the current epoch's leader's log); the "matched" part restarts at every new epoch.
    A leader counts only replies of its own epoch.
@@ -42,10 +48,36 @@ Rules implemented (the reasons are in docs/REPLICATION.md):
    leader without having won that epoch in its lifetime campaigns for a new one.
 6. A leader that learns of a higher epoch (record, Append or reply) steps down: its waiting
    proposals get `Rejected` and it never acknowledges them.
+7. Compaction and snapshots. `compact(upto)` drops the entries up to `upto` (never past the
+   applied index: `SafetyError`) once the owner's snapshot holds them. A leader that must
+   send a follower an entry at or below its base emits `SendSnapshot(to, applied index,
+   its epoch)`, at most once per `snapshot_interval` per follower; its heartbeats to that
+   follower go on from the base, and a failed answer triggers no Append (no ping-pong). The
+   follower's owner installs the state and calls `on_snapshot(index, epoch)`: the core moves
+   its base there, sets commit and applied to `index`, keeps the entries after it if its log
+   holds `index` with that `epoch` (else drops them all: `Rebase`), and answers ok=False with
+   its last index, from which the leader goes on by log matching. Why each case is safe:
+   - only committed state is sent (index <= the sender's applied index), and committed
+     entries never differ between replicas, so a snapshot is the same prefix whoever sends
+     it: one from a deposed leader, or arriving late, is as good as a fresh one;
+   - `on_snapshot` ignores (returns nothing) one at or below the applied index (late, twice,
+     or a follower that got past it meanwhile): the owner asks `snapshot_wanted` first and
+     must not install such one, so the application never goes backwards; a leader ignores
+     every snapshot (it holds every committed entry by completeness, and applies them), and
+     so does a replica without a record (a fresh one learns the current epoch first);
+   - entries kept after the snapshot keep their durability; when the log is dropped, its
+     in-flight Persists no longer count past `index` (their entries are gone), so nothing
+     dropped is ever reported durable. What a follower reported durable past `index` in an
+     epoch that can still commit matched that epoch's leader, whose log holds the committed
+     entry at `index`: its entry there is the same, so that log is kept, not dropped;
+   - a leader only asks for a snapshot after an answer of its own epoch, so the follower is
+     in an epoch at least the one `index` was committed in: every leader it accepts entries
+     from later holds the snapshot's entries (completeness), and the base is a checkable
+     `prev_index` for them.
 
-`Apply` delivers committed entries in order, each once per replica lifetime. A restarted
-replica knows no commit index, so it applies again from index 1: the caller rebuilds its
-state from scratch (or skips what its snapshot already holds).
+`Apply` delivers committed entries in order, each once per replica lifetime, from the base
+on. A restarted replica knows no commit index past its base, so it applies again from
+base + 1: the caller rebuilds its state from its snapshot (or skips what that already holds).
 """
 
 from __future__ import annotations
@@ -72,6 +104,7 @@ class Config:
     cas_timeout: int = 300  # a record proposal without an answer may be made again after
     max_batch: int = 32  # entries per Append
     max_batch_bytes: int = 1 << 20  # op bytes per Append (one larger entry still goes alone)
+    snapshot_interval: int = 1000  # at most one SendSnapshot per follower this often
 
 
 # Actions -------------------------------------------------------------------------------------
@@ -96,6 +129,27 @@ class Truncate:
     """Drop the entries after `after_index`; ordered with the Persists around it."""
 
     after_index: int
+
+
+@dataclass(frozen=True)
+class Rebase:
+    """Drop every entry of the log: it goes on after `index` (whose entry has `epoch`), which
+    the owner's snapshot now holds; the next Persist starts at `index + 1`. Ordered with the
+    other disk operations. Emitted only by `on_snapshot`."""
+
+    index: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class SendSnapshot:
+    """Transfer the owner's state as of `index` (whose entry has `epoch`; committed, and
+    exactly what every Apply before this action delivered) to `to`, out of band. The receiving
+    owner installs it and calls `on_snapshot(index, epoch)` there."""
+
+    to: str
+    index: int
+    epoch: int
 
 
 @dataclass(frozen=True)
@@ -133,7 +187,18 @@ class ProposeRecord:
     expected_revision: int
 
 
-Action = Send | Persist | Truncate | Apply | Acknowledge | Rejected | ProposeRecord | Leadership
+Action = (
+    Send
+    | Persist
+    | Truncate
+    | Rebase
+    | Apply
+    | Acknowledge
+    | Rejected
+    | ProposeRecord
+    | Leadership
+    | SendSnapshot
+)
 
 
 @dataclass
@@ -149,11 +214,15 @@ class Replica:
         name: str,
         recovered: tuple[Entry, ...] | list[Entry] = (),
         config: Config | None = None,
+        base: tuple[int, int] = (0, 0),
     ) -> None:
         self.name = name
         self.config = config or Config()
+        # The log holds the entries after `base`; everything up to it is in the owner's
+        # snapshot (committed, applied), and `base_epoch` is the epoch of the entry at `base`.
+        self.base, self.base_epoch = base
         self.log: list[Entry] = list(recovered)
-        for i, entry in enumerate(self.log, 1):
+        for i, entry in enumerate(self.log, self.base + 1):
             if entry.index != i:
                 raise ValueError(f"recovered log is not contiguous at {i}")
         self.record: GroupRecord | None = None
@@ -165,15 +234,15 @@ class Replica:
         self.last_heard: int | None = None
         # Durability. Each Persist in flight is [last index, index up to which what it leaves
         # on disk still agrees with self.log]: a later Truncate lowers the second.
-        self.fsynced = len(self.log)
+        self.fsynced = self.last_index
         self._persists: list[list[int]] = []
         # Follower side.
         self.matched = 0  # log known equal to this epoch's leader's log up to here
         self.leader_commit = 0
         self._sent_durable = -1
         # Both sides.
-        self.commit = 0  # highest index known committed and held (durably matched) here
-        self.applied = 0
+        self.commit = self.base  # highest index known committed and held (durably matched) here
+        self.applied = self.base
         self._proposals: list[_Proposal] = []
         self._proposed_at: int | None = None
         # Leader side.
@@ -184,6 +253,29 @@ class Replica:
         self._progress: dict[str, int] = {}
         self._tokens: list[tuple[int, Any]] = []
         self._last_heartbeat = 0
+        self._snapshot_sent: dict[str, int] = {}  # follower -> when it was last sent one
+
+    # The log, past its base ------------------------------------------------------------------
+
+    @property
+    def last_index(self) -> int:
+        return self.base + len(self.log)
+
+    def entry_at(self, index: int) -> Entry:
+        """The entry at `index` (base < index <= last_index)."""
+        if not self.base < index <= self.last_index:
+            raise IndexError(f"{self.name}: no entry {index} in ({self.base}, {self.last_index}]")
+        return self.log[index - self.base - 1]
+
+    def epoch_at(self, index: int) -> int:
+        """The epoch of the entry at `index` (base <= index <= last_index; 0 at index 0)."""
+        if index == self.base:
+            return self.base_epoch
+        return self.entry_at(index).epoch
+
+    def _entries(self, after: int, upto: int) -> list[Entry]:
+        """The entries in (after, upto]; `after` >= base."""
+        return self.log[after - self.base : upto - self.base]
 
     # Inputs ----------------------------------------------------------------------------------
 
@@ -201,7 +293,7 @@ class Replica:
                     if self._recv[f] >= 0:
                         # Go back to what the follower confirmed: resends what was lost.
                         self._next[f] = self._recv[f] + 1
-                    out += self._send_to(f)
+                    out += self._send_to(f, beat=True)
             return out + self._maybe_change_in_sync()
         return self._maybe_campaign()
 
@@ -253,13 +345,59 @@ class Replica:
         if not self.is_leader:
             hint = self.leader if self.leader != self.name else None
             return [Rejected(token, hint)]
-        entry = Entry(len(self.log) + 1, self.epoch, op)
+        entry = Entry(self.last_index + 1, self.epoch, op)
         self.log.append(entry)
         out: list[Action] = [self._persist([entry])]
         self._tokens.append((entry.index, token))
         for f in self._followers():
             if self._next[f] == entry.index:
                 out += self._send_to(f)
+        return out
+
+    def compact(self, upto: int) -> None:
+        """The owner's snapshot holds everything up to `upto`: drop those entries from memory
+        and move the base there. Never past the applied index (the snapshot could not hold
+        it); at or below the base it does nothing."""
+        if upto > self.applied:
+            raise SafetyError(f"{self.name}: compacting up to {upto}, applied {self.applied}")
+        if upto <= self.base:
+            return
+        self.base_epoch = self.epoch_at(upto)
+        del self.log[: upto - self.base]
+        self.base = upto
+
+    def snapshot_wanted(self, index: int) -> bool:
+        """Would `on_snapshot(index, ...)` install it? The owner asks before it replaces its
+        state, and installs and calls `on_snapshot` in one step (no other input between)."""
+        return self.record is not None and not self.is_leader and index > self.applied
+
+    def on_snapshot(self, index: int, epoch: int) -> list[Action]:
+        """The owner installed (durably) a snapshot of the stream as of `index`, whose entry
+        has `epoch` (rule 7)."""
+        if not self.snapshot_wanted(index):
+            return []  # late, twice, already past it, leading, or no record yet: ignored
+        out: list[Action] = []
+        if index <= self.last_index and self.epoch_at(index) == epoch:
+            # Our entry at `index` is the committed one (same index and epoch, same entry):
+            # what follows it stays, durable or not, as it was.
+            del self.log[: index - self.base]
+        else:
+            # Our log ends before `index` or holds another entry there: nothing of it past
+            # what we applied is committed, and nothing past `index` can follow the snapshot.
+            self.log = []
+            self.fsynced = index  # the snapshot is durable, the log empty past it
+            for p in self._persists:
+                p[1] = min(p[1], index)
+            self.matched = min(self.matched, index)
+            out.append(Rebase(index, epoch))
+        self.base, self.base_epoch = index, epoch
+        self.fsynced = max(self.fsynced, index)
+        self.commit = self.applied = index
+        self.leader_commit = max(self.leader_commit, index)
+        out += self._follower_advance()
+        if self.leader is not None and self.leader != self.name and self.epoch > self.fenced:
+            # Where our log ends: the leader goes on after it (by log matching, as ever).
+            out.append(self._reply(False, self.last_index))
         return out
 
     # Follower side ---------------------------------------------------------------------------
@@ -282,22 +420,25 @@ class Replica:
         if m.leader != self.leader or m.leader == self.name:
             return out
         self.last_heard = self.now
-        last = len(self.log)
-        if m.prev_index > last:
+        last = self.last_index
+        if m.prev_index > last or m.prev_index < self.base:
+            # Past our end; or inside our snapshot, where we cannot check its epoch: from
+            # where our log ends, the leader's next Append is checkable (or it snapshots).
             return [*out, self._reply(False, last)]
-        if m.prev_index > 0 and self.log[m.prev_index - 1].epoch != m.prev_epoch:
+        if self.epoch_at(m.prev_index) != m.prev_epoch:
             if m.prev_index <= self.commit:
                 raise SafetyError(f"{self.name}: leader's log differs at committed {m.prev_index}")
-            conflict = self.log[m.prev_index - 1].epoch
+            conflict = self.epoch_at(m.prev_index)
             first = m.prev_index
-            while first > 1 and self.log[first - 2].epoch == conflict:
+            while first > self.base + 1 and self.epoch_at(first - 1) == conflict:
                 first -= 1
-            hint = min(max(first - 1, self.commit), m.prev_index - 1)
+            # Never below what is known to equal this leader's log (matched, committed).
+            hint = min(max(first - 1, self.commit, self.matched), m.prev_index - 1)
             return [*out, self._reply(False, hint)]
         new: list[Entry] = []
         for entry in m.entries:
-            if entry.index <= len(self.log):
-                if self.log[entry.index - 1].epoch == entry.epoch:
+            if entry.index <= self.last_index:
+                if self.epoch_at(entry.index) == entry.epoch:
                     continue  # already held (log matching: same index and epoch, same entry)
                 out += self._truncate(entry.index - 1)
             self.log.append(entry)
@@ -336,7 +477,7 @@ class Replica:
             raise SafetyError(f"{self.name}: truncating after {after}, commit is {self.commit}")
         if self.matched > after:
             raise SafetyError(f"{self.name}: truncating matched entries after {after}")
-        del self.log[after:]
+        del self.log[after - self.base :]
         self.fsynced = min(self.fsynced, after)
         for p in self._persists:
             p[1] = min(p[1], after)
@@ -416,13 +557,14 @@ class Replica:
         self.is_leader = True
         self.epoch = rec.epoch
         self.leader = self.name
-        self.epoch_start = len(self.log)
+        self.epoch_start = self.last_index
         self._tokens = []
         self._last_heartbeat = self.now
+        self._snapshot_sent = {}
         # A no-op entry in the new epoch, as Raft's: followers holding an older epoch's
         # uncommitted entries past our log's end must find a conflicting entry to cut them
         # back at; without one they would keep them for as long as nothing is proposed.
-        noop = Entry(len(self.log) + 1, self.epoch, NOOP)
+        noop = Entry(self.last_index + 1, self.epoch, NOOP)
         self.log.append(noop)
         out: list[Action] = [Leadership(True, self.epoch), self._persist([noop])]
         for f in sorted(p for p in rec.peers if p != self.name):
@@ -433,18 +575,41 @@ class Replica:
             out += self._send_to(f)
         return out + self._leader_advance()
 
-    def _send_to(self, f: str) -> list[Action]:
+    def _send_to(self, f: str, beat: bool = False) -> list[Action]:
         prev = self._next[f] - 1
-        prev_epoch = self.log[prev - 1].epoch if prev > 0 else 0
+        if prev < self.base:
+            # What `f` needs next is only in our snapshot. A heartbeat still goes (from the
+            # base: `f` answers where its log ends); an answer triggers no Append, so no
+            # ping-pong while the snapshot travels.
+            out = self._snapshot_to(f)
+            if beat:
+                base = (self.base, self.base_epoch)
+                out.append(Send(f, Append(self.epoch, self.name, *base, (), self.commit)))
+            return out
+        prev_epoch = self.epoch_at(prev)
         entries = self._batch(prev)
         self._next[f] = prev + len(entries) + 1
         return [Send(f, Append(self.epoch, self.name, prev, prev_epoch, entries, self.commit))]
+
+    def _snapshot_to(self, f: str) -> list[Action]:
+        """A snapshot for `f`, at most once per `snapshot_interval`."""
+        assert self.now is not None
+        sent = self._snapshot_sent.get(f)
+        if sent is not None and self.now - sent < self.config.snapshot_interval:
+            return []
+        self._snapshot_sent[f] = self.now
+        index = self._snapshot_index()
+        return [SendSnapshot(f, index, self.epoch_at(index))]
+
+    def _snapshot_index(self) -> int:
+        # Only committed state leaves: what the owner applied, exactly (it is >= the base).
+        return self.applied
 
     def _batch(self, prev: int) -> tuple[Entry, ...]:
         """The entries after `prev` for one Append: `max_batch` of them at most, and no more
         op bytes than `max_batch_bytes` (an entry larger than that alone still goes), so an
         Append always fits what the routes carry."""
-        entries = self.log[prev : prev + self.config.max_batch]
+        entries = self._entries(prev, prev + self.config.max_batch)
         size = 0
         for count, entry in enumerate(entries):
             size += len(entry.op)
@@ -458,7 +623,7 @@ class Replica:
         if not self.is_leader or m.epoch != self.epoch or m.sender not in self._next:
             return []
         f = m.sender
-        last = len(self.log)
+        last = self.last_index
         out: list[Action] = []
         if m.ok:
             if m.durable > self._match[f]:
@@ -470,7 +635,7 @@ class Replica:
             if self._next[f] <= self._recv[f]:
                 self._next[f] = self._recv[f] + 1
             out += self._leader_advance()
-            if self._next[f] <= len(self.log):
+            if self._next[f] <= self.last_index:
                 out += self._send_to(f)
             return out
         hint = max(0, min(m.hint, last))
@@ -489,13 +654,13 @@ class Replica:
         durables = [
             self.fsynced if m == self.name else self._match.get(m, 0) for m in self._commit_set()
         ]
-        self.commit = max(self.commit, min([len(self.log), *durables]))
+        self.commit = max(self.commit, min([self.last_index, *durables]))
         return self._apply()
 
     def _apply(self) -> list[Action]:
         out: list[Action] = []
         if self.commit > self.applied:
-            out.append(Apply(tuple(self.log[self.applied : self.commit])))
+            out.append(Apply(tuple(self._entries(self.applied, self.commit))))
             self.applied = self.commit
         if self.is_leader:
             done = [t for t in self._tokens if t[0] <= self.commit]
@@ -518,7 +683,7 @@ class Replica:
         if len(rec.in_sync) - 1 < quorum(len(rec.peers)):
             return []
         for f in sorted(rec.in_sync - {self.name}):
-            waiting = self._match.get(f, 0) < len(self.log)
+            waiting = self._match.get(f, 0) < self.last_index
             if waiting and self.now - self._progress.get(f, self.now) > self.config.sync_timeout:
                 new = replace(rec, in_sync=rec.in_sync - {f}, revision=0)
                 return self._propose(new, rec.revision, campaign=False)

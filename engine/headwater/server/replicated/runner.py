@@ -9,9 +9,21 @@ A `GroupRunner` owns a `core.Replica` and carries out its actions:
   ``peers``). A target with no known id, or a publish that fails, loses the message: the core
   resends on its heartbeats. Each runner subscribes to its own subject; what does not decode
   is logged and dropped.
-- **Persist / Truncate**: `ReplicaLog.append` / `truncate`, at once and in order. A background
-  task calls `ReplicaLog.sync` while appends wait (one sync covers every append made before it
-  was called: group commit), then `on_persisted` once per Persist it covered, in order.
+- **Persist / Truncate / Rebase**: `ReplicaLog.append` / `truncate` / `rebase`, at once and in
+  order. A background task calls `ReplicaLog.sync` while appends wait (one sync covers every
+  append made before it was called: group commit), then `on_persisted` once per Persist it
+  covered, in order.
+- **SendSnapshot**: the owner's `on_send_snapshot(to, index, epoch)`: it transfers its state
+  as of `index` (what it applied so far: every Apply before is done) out of band; the
+  receiving owner installs it, then calls `install_snapshot(index, epoch)` on its runner.
+  Installing must not roll its state back: check `snapshot_wanted(index)`, switch to the
+  snapshot's state and call `install_snapshot` in one step (no await in between, not from a
+  callback). A lost transfer costs nothing: the core asks again after `snapshot_interval`.
+- **Compaction**: once the owner's snapshot holds everything up to `upto` (<= what it
+  applied), `compact(upto)` lets the core drop those entries; the owner compacts its log.
+  A runner starts from what the owner recovered: `base` = its snapshot's (index, epoch) and
+  `recovered` = the durable entries after it (from `ReplicationLog`: `first_index`,
+  `base_epoch`, `epoch_at`, the entries `open` returned past the snapshot).
 - **ProposeRecord**: `GroupStore.compare_and_swap` in a task (at most `max_cas` at once; more
   are dropped, which the core takes as an unknown outcome and proposes again after its
   `cas_timeout`), then `on_cas_result`. An etcd failure is logged and answers nothing: the
@@ -56,9 +68,11 @@ from headwater.server.replicated.core import (
     Leadership,
     Persist,
     ProposeRecord,
+    Rebase,
     Rejected,
     Replica,
     Send,
+    SendSnapshot,
     Truncate,
 )
 from headwater.server.replicated.groupstore import GroupStore
@@ -83,6 +97,11 @@ class ReplicaLog(Protocol):
     def truncate(self, after_index: int) -> None:
         """Drops the entries after `after_index`; ordered with the appends."""
 
+    def rebase(self, index: int, epoch: int) -> None:
+        """Drops every entry: the log goes on after `index` (entry of `epoch`), which a
+        snapshot holds; ordered with the appends. (`wal.ReplicationLog` has no such operation
+        yet: a runner on it must not be sent snapshots its log cannot follow.)"""
+
     async def sync(self) -> int:
         """Makes every append and truncate made before the call durable; returns the index
         the log is durable up to."""
@@ -105,6 +124,7 @@ OnApply = Callable[[tuple[Entry, ...]], None]
 OnAcknowledge = Callable[[Any, int], None]
 OnRejected = Callable[[Any, "str | None"], None]
 OnLeadership = Callable[[bool, int], None]
+OnSendSnapshot = Callable[[str, int, int], None]
 
 
 def server_ids(peers: Mapping[str, Any]) -> Resolve:
@@ -130,8 +150,9 @@ class RunnerStopped(Exception):
 class GroupRunner:
     """The replica `name` of `stream`'s group; `start()` it, `close()` it.
 
-    `recovered` is what the log holds durably (the core's starting log); `my_id` this
-    server's id (the subject it listens on).
+    `recovered` is what the log holds durably after `base` (the index and epoch of the entry
+    the owner's snapshot ends at; (0, 0) without one): the core's starting log. `my_id` is
+    this server's id (the subject it listens on).
     """
 
     def __init__(
@@ -145,11 +166,13 @@ class GroupRunner:
         store: GroupStore,
         resolve: Resolve,
         recovered: Sequence[Entry] = (),
+        base: tuple[int, int] = (0, 0),
         config: Config | None = None,
         on_apply: OnApply = _ignore,
         on_acknowledge: OnAcknowledge = _ignore,
         on_rejected: OnRejected = _ignore,
         on_leadership: OnLeadership = _ignore,
+        on_send_snapshot: OnSendSnapshot = _ignore,
         tick_ms: int = 10,
         max_waiting: int = 10_000,
         max_cas: int = 2,
@@ -162,11 +185,12 @@ class GroupRunner:
         self.transport = transport
         self.store = store
         self.resolve = resolve
-        self.replica = Replica(name, tuple(recovered), config)
+        self.replica = Replica(name, tuple(recovered), config, base=base)
         self.on_apply = on_apply
         self.on_acknowledge = on_acknowledge
         self.on_rejected = on_rejected
         self.on_leadership = on_leadership
+        self.on_send_snapshot = on_send_snapshot
         self.tick_ms = tick_ms
         self.max_waiting = max_waiting
         self.max_cas = max_cas
@@ -180,7 +204,7 @@ class GroupRunner:
         # Durability: the last index of each Persist not yet synced, in order, and the index
         # the log ends at after every operation handed to it.
         self._unsynced: deque[int] = deque()
-        self._log_end = len(recovered)
+        self._log_end = self.replica.last_index
         self._dirty = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._cas_tasks: set[asyncio.Task[None]] = set()
@@ -257,6 +281,22 @@ class GroupRunner:
         self._next_token += 1
         self._waiting[self._next_token] = token
         self._input(self.replica.propose, op, self._next_token)
+
+    def snapshot_wanted(self, index: int) -> bool:
+        """Would a snapshot at `index` be installed (see the module docstring)?"""
+        return not self._closed and self.replica.snapshot_wanted(index)
+
+    def install_snapshot(self, index: int, epoch: int) -> None:
+        """The owner installed (durably) the state as of `index`, entry of `epoch`."""
+        self._input(self.replica.on_snapshot, index, epoch)
+
+    def compact(self, upto: int) -> None:
+        """The owner's snapshot holds everything up to `upto` (<= what it applied)."""
+        self._input(self._compact, upto)
+
+    def _compact(self, upto: int) -> list[Action]:
+        self.replica.compact(upto)
+        return []
 
     def _input(self, fn: Callable[..., list[Action]], *args: Any) -> None:
         if self._closed:
@@ -348,6 +388,11 @@ class GroupRunner:
             elif isinstance(action, Truncate):
                 self.log.truncate(action.after_index)
                 self._log_end = action.after_index
+            elif isinstance(action, Rebase):
+                self.log.rebase(action.index, action.epoch)
+                self._log_end = action.index
+            elif isinstance(action, SendSnapshot):
+                self._callback(self.on_send_snapshot, action.to, action.index, action.epoch)
             elif isinstance(action, Apply):
                 self.on_apply(action.entries)  # raising stops the runner: state unknown
             elif isinstance(action, Acknowledge):

@@ -9,6 +9,16 @@ durable disk). A client proposes operations with unique ids to whoever it believ
 retries with the same id; the application state deduplicates by id (as Nats-Msg-Id does). It
 also proposes consumer acks (`ack:<msg id>`) for acknowledged messages.
 
+Snapshots: each server snapshots its application state every `snap_every` applied entries
+(4, 8 or 16, by seed), durably at once, then calls `Replica.compact` and compacts its disk
+log as the WAL does (up to a little below the snapshot index, as by whole segments; queued
+with its writes, so a truncate queued before runs first). A restarted replica
+recovers its snapshot and the log after it (the log's entries past the snapshot are kept only
+if the log holds the snapshot's entry; otherwise it restarts empty after it, as the owner
+rebases the WAL). A `SendSnapshot` becomes a message carrying a copy of the sender's
+application state (delayed, lost, duplicated like the others); the receiver installs it if
+`snapshot_wanted`, then calls `on_snapshot`. Installs are counted (`installs`).
+
 Only `random.Random(seed)` decides anything, and every walk over servers is in sorted order,
 so a seed replays exactly. The invariants (`Invariants`) are checked as each step's actions
 are carried out; a breach raises `Violation` with the seed and the step. After the fault
@@ -39,10 +49,12 @@ from headwater.server.replicated.core import (
     Leadership,
     Persist,
     ProposeRecord,
+    Rebase,
     Rejected,
     Replica,
     SafetyError,
     Send,
+    SendSnapshot,
     Truncate,
 )
 from headwater.server.replicated.messages import Entry, Message
@@ -75,13 +87,28 @@ class App:
         elif kind == "ack":
             self.acks.add(ident)
 
+    def copy(self) -> App:
+        return App(self.applied, list(self.messages), set(self.seen), set(self.acks))
+
+
+@dataclass
+class Snapshot:
+    """A server's durable snapshot: its application state as of `index` (entry of `epoch`)."""
+
+    index: int
+    epoch: int
+    app: App
+
 
 @dataclass
 class Server:
     name: str
     replica: Replica | None = None
     life: int = 0
-    durable: list[Entry] = field(default_factory=list)
+    durable: list[Entry] = field(default_factory=list)  # the disk log, after disk_base
+    disk_base: int = 0  # compacted up to here (the epoch of that entry: disk_base_epoch)
+    disk_base_epoch: int = 0
+    snap: Snapshot | None = None
     queue: list[tuple[str, Any]] = field(default_factory=list)
     disk_free_at: int = 0
     disk_latency: int = 15  # the most an fsync takes, drawn at each start: some disks are slow
@@ -89,6 +116,21 @@ class Server:
     etcd_ok: bool = True
     watch_rev: int = 0  # the last revision its watch delivered
     watch_pending: bool = False
+
+    @property
+    def disk_last(self) -> int:
+        return self.disk_base + len(self.durable)
+
+    def disk_entry(self, index: int) -> Entry | None:
+        if self.disk_base < index <= self.disk_last:
+            return self.durable[index - self.disk_base - 1]
+        return None
+
+    def holds(self, index: int, entry: Entry) -> bool:
+        """Is the committed `entry` at `index` durable here (in the snapshot or the log)?"""
+        if self.snap is not None and self.snap.index >= index:
+            return True
+        return self.disk_entry(index) == entry
 
 
 @dataclass
@@ -148,9 +190,7 @@ class Invariants:
         need = quorum(len(servers))
         for index in sorted(self.acked) if only is None else [only]:
             entry = self.committed[index - 1]
-            holders = sum(
-                1 for s in servers if len(s.durable) >= index and s.durable[index - 1] == entry
-            )
+            holders = sum(1 for s in servers if s.holds(index, entry))
             if holders < need:
                 self.fail(f"acknowledged {entry} is on {holders} disks, fewer than {need}")
 
@@ -160,10 +200,10 @@ class Invariants:
         for s in self.sim.servers:
             replica = s.replica
             assert replica is not None
-            if replica.log != committed:
+            if replica.last_index != len(committed) or replica.log != committed[replica.base :]:
                 self.fail(
-                    f"{s.name}'s log ({len(replica.log)}) is not the committed log "
-                    f"({len(committed)})"
+                    f"{s.name}'s log ({replica.base}, {replica.last_index}] is not the committed "
+                    f"log ({len(committed)})"
                 )
             if s.app.applied != len(committed):
                 self.fail(f"{s.name} applied {s.app.applied} of {len(committed)}")
@@ -176,6 +216,23 @@ class Invariants:
             for ident in self.confirmed:
                 if ident not in s.app.acks:
                     self.fail(f"{s.name} undid confirmed ack of {ident}")
+
+    def on_install(self, server: Server, index: int, app: App) -> None:
+        """A snapshot installed at `index` is the application state of the committed log up
+        to `index` (whoever sent it), and takes the application forward only."""
+        if index <= server.app.applied:
+            self.fail(f"{server.name} installs a snapshot at {index}, applied {server.app.applied}")
+        if index > len(self.committed):
+            self.fail(f"{server.name} installs a snapshot at {index}, past the committed log")
+        expected = App()
+        for entry in self.committed[:index]:
+            expected.applied = entry.index
+            expected.apply(entry.op)
+        if app != expected:
+            self.fail(
+                f"{server.name} installs a snapshot at {index} that is not the committed state "
+                f"there (it holds {app.applied} applied)"
+            )
 
     def check_confirmed(self, server: Server) -> None:
         """A confirmed consumer ack stays in every application state applied that far."""
@@ -206,6 +263,8 @@ class Simulation:
         self.replica_cls = replica_cls
         self.config = config or Config()
         self.trace = trace
+        self.snap_every = (4, 8, 16)[seed % 3]
+        self.installs = 0  # snapshots installed by a follower (catch-up from a snapshot)
         self.now = 0
         self.step = 0
         self._seq = 0
@@ -264,8 +323,27 @@ class Simulation:
 
     def _start(self, s: Server) -> None:
         s.life += 1
-        s.replica = self.replica_cls(s.name, tuple(s.durable), self.config)
-        s.app = App()
+        snap = s.snap
+        if snap is None:
+            if s.disk_base:
+                self.inv.fail(f"{s.name}'s log is compacted without a snapshot")
+            s.replica = self.replica_cls(s.name, tuple(s.durable), self.config)
+            s.app = App()
+        else:
+            if s.disk_base > snap.index:
+                self.inv.fail(f"{s.name}'s log is compacted past its snapshot")
+            at = s.disk_entry(snap.index)
+            holds = (s.disk_base, s.disk_base_epoch) == (snap.index, snap.epoch) or (
+                at is not None and at.epoch == snap.epoch
+            )
+            if not holds:
+                # The log ends before the snapshot or differs there (an install whose Rebase
+                # did not reach the disk): the owner rebases it before starting the core.
+                s.durable, s.disk_base, s.disk_base_epoch = [], snap.index, snap.epoch
+            recovered = tuple(s.durable[snap.index - s.disk_base :])
+            base = (snap.index, snap.epoch)
+            s.replica = self.replica_cls(s.name, recovered, self.config, base=base)
+            s.app = snap.app.copy()
         s.queue = []
         s.disk_free_at = self.now
         s.disk_latency = self.rng.choice((5, 15, 15, 60))
@@ -293,11 +371,46 @@ class Simulation:
 
     def _disk_write(self, s: Server, kind: str, arg: Any) -> None:
         if kind == "truncate":
-            del s.durable[arg:]
+            if arg < s.disk_base:
+                self.inv.fail(f"{s.name} truncates after {arg}, compacted up to {s.disk_base}")
+            del s.durable[arg - s.disk_base :]
             return
-        if arg and arg[0].index != len(s.durable) + 1:
-            self.inv.fail(f"{s.name} appends {arg[0].index} to a log of {len(s.durable)}")
+        if kind == "rebase":
+            s.durable, (s.disk_base, s.disk_base_epoch) = [], arg
+            return
+        if kind == "compact":
+            self._disk_compact(s, arg)
+            return
+        if arg and arg[0].index != s.disk_last + 1:
+            self.inv.fail(f"{s.name} appends {arg[0].index} to a log ending at {s.disk_last}")
         s.durable.extend(arg)
+
+    def _queue(self, s: Server, kind: str, arg: Any) -> None:
+        """A disk operation, run in order with the others after a random delay."""
+        s.queue.append((kind, arg))
+        s.disk_free_at = max(s.disk_free_at, self.now) + self.rng.randint(1, s.disk_latency)
+        self._at(s.disk_free_at, "disk", (s.name, s.life))
+
+    def _disk_compact(self, s: Server, upto: int) -> None:
+        """As the WAL compacts by whole segments: up to a little below `upto`, never past what
+        the disk holds. Queued with the writes (a truncate queued before it runs first)."""
+        cut = min(upto - self.rng.randint(0, 3), s.disk_last)
+        if cut <= s.disk_base:
+            return
+        s.disk_base_epoch = s.durable[cut - s.disk_base - 1].epoch
+        del s.durable[: cut - s.disk_base]
+        s.disk_base = cut
+
+    def _snapshot(self, s: Server) -> None:
+        """Every `snap_every` applied entries: a durable snapshot, then compaction."""
+        replica = s.replica
+        assert replica is not None
+        applied = s.app.applied
+        if applied - (s.snap.index if s.snap else 0) < self.snap_every:
+            return
+        s.snap = Snapshot(applied, replica.epoch_at(applied), s.app.copy())
+        replica.compact(applied)
+        self._queue(s, "compact", applied)
 
     def _ev_disk(self, name: str, life: int) -> None:
         s = self.by_name[name]
@@ -308,7 +421,7 @@ class Simulation:
         if kind == "persist":
             self._do(s, s.replica.on_persisted(arg[-1].index))
         else:
-            self.inv.check_durable()  # a truncate must never reach an acknowledged entry
+            self.inv.check_durable()  # a truncate or rebase never loses an acknowledged entry
 
     def _ev_tick(self, name: str, life: int) -> None:
         s = self.by_name[name]
@@ -361,12 +474,29 @@ class Simulation:
 
     # The network ---------------------------------------------------------------------------
 
-    def _send(self, src: str, dst: str, msg: Message) -> None:
+    def _send(self, src: str, dst: str, msg: Message, kind: str = "msg", *extra: Any) -> None:
         copies = 2 if self.rng.random() < self.dup else 1
         for _ in range(copies):
             if self.rng.random() < self.loss or self.group[src] != self.group[dst]:
                 continue
-            self._at(self.now + self.rng.randint(1, self.max_delay), "msg", (src, dst, msg))
+            self._at(self.now + self.rng.randint(1, self.max_delay), kind, (src, dst, msg, *extra))
+
+    def _ev_snap(self, src: str, dst: str, msg: SendSnapshot, app: App) -> None:
+        s = self.by_name[dst]
+        replica = s.replica
+        if replica is None or self.group[src] != self.group[dst]:
+            return
+        if not replica.snapshot_wanted(msg.index):
+            return  # the owner leaves its state alone: late, twice, or already past it
+        self.inv.on_install(s, msg.index, app)
+        s.app = app.copy()
+        s.snap = Snapshot(msg.index, msg.epoch, app.copy())
+        self.installs += 1
+        if self.trace:
+            print(f"        {s.name} installs the snapshot at {msg.index}")
+        self.inv.check_confirmed(s)
+        self._do(s, replica.on_snapshot(msg.index, msg.epoch))
+        self._queue(s, "compact", msg.index)
 
     def _ev_msg(self, src: str, dst: str, msg: Message) -> None:
         s = self.by_name[dst]
@@ -383,16 +513,19 @@ class Simulation:
                 print(f"        {s.name}: {action}")
             if isinstance(action, Send):
                 self._send(s.name, action.to, action.msg)
-            elif isinstance(action, Persist | Truncate):
-                if isinstance(action, Persist):
-                    s.queue.append(("persist", action.entries))
-                else:
-                    s.queue.append(("truncate", action.after_index))
-                s.disk_free_at = max(s.disk_free_at, self.now) + self.rng.randint(1, s.disk_latency)
-                self._at(s.disk_free_at, "disk", (s.name, s.life))
+            elif isinstance(action, Persist):
+                self._queue(s, "persist", action.entries)
+            elif isinstance(action, Truncate):
+                self._queue(s, "truncate", action.after_index)
+            elif isinstance(action, Rebase):
+                self._queue(s, "rebase", (action.index, action.epoch))
             elif isinstance(action, Apply):
                 self.inv.on_apply(s, action.entries)
                 self.inv.check_confirmed(s)
+                self._snapshot(s)
+            elif isinstance(action, SendSnapshot):
+                # The owner's state as it is now: every Apply before this action is in it.
+                self._send(s.name, action.to, action, "snap", s.app.copy())
             elif isinstance(action, Acknowledge):
                 op, _attempt = action.token
                 self.inv.on_acknowledge(s, replica, action.index, op)
@@ -515,14 +648,20 @@ class Simulation:
         replicas = [s.replica for s in self.servers]
         leaders = [r for r in replicas if r is not None and r.is_leader]
         if self.issued >= self.n_ops and not self.pending and len(leaders) == 1:
-            log = leaders[0].log
+            lead = leaders[0]
             if all(
-                r is not None and r.log == log and s.app.applied == len(log)
+                r is not None and _same_log(r, lead) and s.app.applied == lead.last_index
                 for s, r in zip(self.servers, replicas, strict=True)
             ):
                 return "converged"
         self._at(self.now + 100, "converged?", ())
         return None
+
+
+def _same_log(a: Replica, b: Replica) -> bool:
+    """Same last index, and the same entries where both logs reach (past both bases)."""
+    start = max(a.base, b.base)
+    return a.last_index == b.last_index and a.log[start - a.base :] == b.log[start - b.base :]
 
 
 def run_seed(seed: int, replicas: int = 3, steps: int = 4000, **kwargs: Any) -> Simulation:
@@ -541,17 +680,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", action="store_true", help="print every event and action")
     args = parser.parse_args(argv)
     seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
-    failures = 0
+    failures = installs = with_installs = 0
     started = time.monotonic()
     for seed in seeds:
         try:
-            run_seed(seed, args.replicas, args.steps, trace=args.trace)
+            sim = run_seed(seed, args.replicas, args.steps, trace=args.trace)
         except Violation as exc:
             failures += 1
             print(f"FAIL {exc}", flush=True)
+            continue
+        installs += sim.installs
+        with_installs += sim.installs > 0
     elapsed = time.monotonic() - started
     count = len(seeds)
-    print(f"{count} seeds, {failures} failed, {count / max(elapsed, 1e-9):.1f} seeds/s")
+    print(
+        f"{count} seeds, {failures} failed, {count / max(elapsed, 1e-9):.1f} seeds/s; "
+        f"{installs} snapshot installs (catch-up from a snapshot) in {with_installs} seeds"
+    )
     return 1 if failures else 0
 
 
