@@ -153,7 +153,6 @@ class ClusteredJetStream:
         self._stopping = False
         self.status: MetaStatus | None = None
         """etcd's leader and members as last read (every ``STATUS_EVERY_S``)."""
-        self._status_at = 0.0
         self._last_seen: dict[str, float] = {}
         """Server name -> ``time.monotonic()`` when it was last registered, for ``active``."""
 
@@ -274,7 +273,6 @@ class ClusteredJetStream:
         while not self._stopping:
             try:
                 self.status = await self.meta.status(timeout=STATUS_EVERY_S)
-                self._status_at = time.monotonic()
             except MetaError as exc:
                 log.debug("JetStream cluster: etcd status not read: %s", exc)
             now = time.monotonic()

@@ -301,15 +301,10 @@ class JetStreamService:
         return str(self.root)
 
     def health_error(self) -> str | None:
-        """Why JetStream as a whole is unhealthy; None while it runs (and, in a cluster, once
-        this server has joined the cluster's metadata in etcd). ``/healthz`` adds the checks
-        of each stream and consumer (monitoring/healthz.py)."""
-        return self.meta_health_error()
-
-    def meta_health_error(self) -> str | None:
-        """The part of :meth:`health_error` ``/healthz?js-meta-only=true`` stops after:
-        JetStream runs and, in a cluster, this server is current with the metadata's leader
-        (nats-server's texts, from :meth:`ClusteredJetStream.health_error`)."""
+        """Why JetStream as a whole is unhealthy (what ``/healthz?js-meta-only=true`` stops
+        after); None while it runs and, in a cluster, this server is current with the
+        metadata's leader (nats-server's texts, from :meth:`ClusteredJetStream.health_error`).
+        ``/healthz`` adds the checks of each stream and consumer (monitoring/healthz.py)."""
         if self.router is None:
             return "JetStream is not running"
         if self.clustered is not None:

@@ -160,7 +160,7 @@ class StreamApi:
         if svc.cluster_name is None:
             return body
         ts = body.pop("ts", None)
-        body["cluster"] = {"name": svc.cluster_name, "leader": svc.server_name}
+        body["cluster"] = svc.cluster_block()
         if ts is not None:
             body["ts"] = ts
         return body

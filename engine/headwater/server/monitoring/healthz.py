@@ -166,7 +166,7 @@ def _check(server: Server, opts: HealthzOptions, health: _Health) -> None:
         return
     if opts.js_enabled_only:
         return
-    meta_problem = js.meta_health_error()
+    meta_problem = js.health_error()
     if meta_problem:
         health.fail(JETSTREAM, meta_problem)
         return
@@ -216,6 +216,7 @@ def _check_clustered(js: JetStreamService, opts: HealthzOptions, health: _Health
     assert clustered is not None
     here = clustered.name
     placements = clustered.placements
+    mine = sorted(name for name, placed in placements.items() if placed.server == here)
     if opts.account:
         # The account is known to the metadata while any stream of it exists anywhere.
         if opts.account != ACCOUNT or not placements:
@@ -233,10 +234,6 @@ def _check_clustered(js: JetStreamService, opts: HealthzOptions, health: _Health
                 _not_found_consumer(health, opts)
                 return
             mine = [opts.stream]
-        else:
-            mine = sorted(name for name, placed in placements.items() if placed.server == here)
-    else:
-        mine = sorted(name for name, placed in placements.items() if placed.server == here)
     for name in mine:
         if name in js.streams or js.streams.holder(name) is not None:
             continue  # live, or being created, deleted or restored right now

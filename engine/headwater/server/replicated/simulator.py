@@ -148,6 +148,7 @@ class Invariants:
         self.committed: list[Entry] = []  # the longest applied sequence seen
         self.acked: dict[int, bytes] = {}  # index -> op acknowledged there
         self.ack_epoch: dict[int, str] = {}  # epoch -> the replica that acknowledged in it
+        self.leading: dict[int, str] = {}  # epoch -> the replica that announced leading it
         self.confirmed: dict[str, int] = {}  # consumer ack of msg id -> index
 
     def fail(self, message: str) -> None:
@@ -168,6 +169,13 @@ class Invariants:
                 self.committed.append(entry)
             app.applied = entry.index
             app.apply(entry.op)
+
+    def on_leadership(self, server: Server, action: Leadership) -> None:
+        if not action.leading:
+            return
+        other = self.leading.setdefault(action.epoch, server.name)
+        if other != server.name:
+            self.fail(f"{server.name} and {other} both started leading epoch {action.epoch}")
 
     def on_acknowledge(self, server: Server, replica: Replica, index: int, op: bytes) -> None:
         if index > len(self.committed) or self.committed[index - 1].op != op:
@@ -534,7 +542,9 @@ class Simulation:
             elif isinstance(action, Rejected):
                 self._client_rejected(action.token, action.leader)
             elif isinstance(action, Leadership):
-                pass  # the client finds the leader by its rejections' hints
+                # The client finds the leader by its rejections' hints; the announcement is
+                # checked: one epoch, one leader.
+                self.inv.on_leadership(s, action)
             elif isinstance(action, ProposeRecord):
                 if s.etcd_ok:
                     delay = self.rng.randint(1, 60)
