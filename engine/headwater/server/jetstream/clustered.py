@@ -557,9 +557,14 @@ class ClusteredJetStream:
         tags = set(placement.get("tags") or ()) if isinstance(placement, dict) else set()
         if wanted_cluster and wanted_cluster != self.cluster.name:
             raise errors.CLUSTER_NO_PEERS.exc(err="no suitable peers for placement")
-        candidates = [p for p in self.peers.values() if tags <= set(p.tags)]
+        try:
+            registered = await self._registered()
+        except MetaError as exc:
+            log.error("JetStream cluster: cannot place stream %r: %s", stream, exc)
+            raise errors.CLUSTER_NOT_AVAIL.exc() from None
+        candidates = [p for p in registered if tags <= set(p.tags)]
         if not candidates:
-            known = {tag for peer in self.peers.values() for tag in peer.tags}
+            known = {tag for peer in registered for tag in peer.tags}
             unmatched = sorted(tags - known) or sorted(tags)
             listed = ", ".join(f"'{tag}'" for tag in unmatched)
             raise errors.CLUSTER_NO_PEERS.exc(
@@ -584,6 +589,19 @@ class ClusteredJetStream:
         placed = Placement(chosen.name)
         self.placements[stream] = placed
         return placed
+
+    async def _registered(self) -> list[Peer]:
+        """The servers registered in etcd now, read from etcd rather than the watched cache
+        (the watch may not have delivered a server that joined a moment ago, or the end of
+        one whose lease ran out); what is read is merged into the cache, so forwarding to
+        the chosen server finds it. The watch still delivers every change, in order, so the
+        cache ends as etcd has it."""
+        assert self.meta is not None
+        found = await self.meta.range(SERVERS, timeout=API_ETCD_TIMEOUT)
+        for key, value in found.items.items():
+            self._on_server_event(MetaEvent("put", key, value.value, value.mod_revision))
+        names = {key.removeprefix(SERVERS) for key in found.items}
+        return [peer for name, peer in self.peers.items() if name in names]
 
     def _send_on(self, peer: Peer, req: Request, reply: str | None = None) -> bool:
         """Send ``req`` on to ``peer``; False when no route to it carries the message."""

@@ -203,9 +203,9 @@ class MetaClient:
         reply = await self._call("delete", lambda c: c.delete(self.key(name)))
         return reply is not None
 
-    async def range(self, prefix: str = "") -> MetaRange:
+    async def range(self, prefix: str = "", *, timeout: float | None = None) -> MetaRange:
         """Every key starting with ``prefix`` (relative), and the revision they were read at."""
-        reply = await self._call("range", lambda c: c.get_prefix(self.key(prefix)))
+        reply = await self._call("range", lambda c: c.get_prefix(self.key(prefix)), timeout)
         cut = len(self.root)
         items = {kv.key.decode()[cut:]: _value(kv) for kv in reply}
         return MetaRange(items, int(reply.header.revision))
