@@ -138,6 +138,13 @@ class Operator:
             prefix=ANNOTATION_PREFIX, key="last-handled-configuration"
         )
         settings.posting.level = logging.INFO
+        # kopf releases a deleted resource only once its sync timer has stopped. It waits
+        # this long for a running sync to end within the deletion's own pass (a sync is a
+        # request or two), so the delete handler runs once; when a sync outlasts that, kopf
+        # looks again every second instead of every minute (its default), which held
+        # deletions for a minute.
+        settings.background.instant_exit_timeout = self.config.request_timeout
+        settings.background.cancellation_polling = 1.0
         self.waits.install()
         if self.config.watch_timeout is not None:
             settings.watching.server_timeout = self.config.watch_timeout
@@ -211,6 +218,8 @@ class Operator:
     ) -> None:
         """The timer: refresh live figures, detect drift, correct or report it."""
         kind = str(body.get("kind"))
+        if kwargs.get("stopped") or meta.get("deletionTimestamp"):
+            return  # being deleted: the delete handler owns the resource now
         if status.get("observedGeneration") != meta.get("generation"):
             return  # a handler has not finished this generation; it owns the resource now
         if condition(status, "InSync").get("reason") in ("Invalid", BACKUP_INVALID):

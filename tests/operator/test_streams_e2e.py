@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import signal
+import time
 from typing import Any
 
 from nats.aio.client import Client
 
 from headwater.control import api, units
-from tests.operator.conftest import Cluster, eventually, http_get, run_on, stream_info
+from tests.operator.conftest import (
+    SYNC_INTERVAL,
+    Cluster,
+    eventually,
+    http_get,
+    run_on,
+    stream_info,
+)
 
 ORDERS = {"name": "ORDERS", "subjects": ["ORDERS.*"], "storage": "file", "maxAge": "1h"}
 
@@ -218,3 +227,28 @@ def test_server_errors_are_shown_and_retried(cluster: Cluster) -> None:
         "headwater_operator_errors_total", {"kind": "Stream", "reason": "ApplyFailed"}
     )
     assert errors and errors >= 1
+
+
+def test_a_resource_deleted_while_its_sync_is_in_flight_is_deleted_once_and_promptly(
+    cluster: Cluster,
+) -> None:
+    """The sync timer is in the middle of a request when the resource is deleted.
+
+    kopf does not release a resource while one of its timers runs; before, it looked again
+    only after a minute (its default), or at the next change, when it ran the delete handler
+    a second time (two events). Found in CI, where a deletion did not finish in 10 s.
+    """
+    cluster.create("Stream", "orders", ORDERS)
+    eventually(lambda: in_sync(cluster, "streams", "orders"))
+    cluster.server.signal(signal.SIGSTOP)  # the next sync's request goes unanswered
+    try:
+        time.sleep(3 * SYNC_INTERVAL)  # a sync is now waiting on its request
+        cluster.delete("streams", "orders")
+        time.sleep(2 * SYNC_INTERVAL)  # kopf has seen the deletion with the sync in flight
+    finally:
+        cluster.server.signal(signal.SIGCONT)
+    eventually(lambda: cluster.get("streams", "orders") is None)
+    assert stream_info(cluster.server, "ORDERS") is None
+    assert len(cluster.events("orders", "Deleted")) == 1
+    time.sleep(3 * SYNC_INTERVAL)  # a late sync does not bring it back
+    assert stream_info(cluster.server, "ORDERS") is None
