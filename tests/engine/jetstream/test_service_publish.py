@@ -361,3 +361,21 @@ async def test_admit_says_what_happened_and_answers_nobody(start: Start) -> None
     assert stream.state().msgs == 1
     with pytest.raises(nats.errors.TimeoutError):
         await replies.next_msg(timeout=0.2)
+
+
+async def test_admit_at_a_given_time_is_decided_by_that_time(start: Start) -> None:
+    """A replicated stream's replicas each run the publish checks on the committed log, at
+    the time its leader gave each message: the duplicate window and the stored time follow
+    that time, not each server's clock, so every replica decides alike."""
+    srv, nc = await start()
+    await nc.jetstream().add_stream(name="T", subjects=["t"], duplicate_window=60)
+    stream = srv.jetstream.streams["T"]
+    base = 1_700_000_000 * 10**9
+    hdr = b"NATS/1.0\r\nNats-Msg-Id: x\r\n\r\n"
+    assert publish.admit(stream, "t", hdr, b"1", now=base) == publish.Stored(1)
+    assert publish.admit(stream, "t", hdr, b"2", now=base + 10**9) == publish.Stored(
+        1, duplicate=True
+    )
+    # Past the window by the given time (no time passed here): a new message.
+    assert publish.admit(stream, "t", hdr, b"3", now=base + 61 * 10**9) == publish.Stored(2)
+    assert [m.ts for m in map(stream.store.load_msg, (1, 2)) if m] == [base, base + 61 * 10**9]

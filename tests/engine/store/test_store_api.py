@@ -262,6 +262,21 @@ def test_skip_msgs_and_set_first_seq(store: StreamStore) -> None:
     store.check()
 
 
+def test_store_msg_at_a_given_time(store: StreamStore) -> None:
+    """A replicated stream stores each message at the time its leader gave it, on every
+    replica: the time is taken as given, kept monotonic as any other, and what max_age and
+    TTLs measure from."""
+    base = 1_700_000_000 * 10**9
+    assert store.store_msg("a", b"", b"1", ts_ns=base) == (1, base)
+    assert store.store_msg("a", b"", b"2", ttl_ns=10**9, ts_ns=base + 5) == (2, base + 5)
+    # Earlier than the last message: the last message's time, as for a clock stepping back.
+    assert store.store_msg("a", b"", b"3", ts_ns=base - 1) == (3, base + 5)
+    assert store.expire(now_ns=base + 10**9 + 4) == 0
+    assert store.expire(now_ns=base + 10**9 + 5) == 1  # the TTL counts from the given time
+    assert [m.ts for m in (store.load_msg(1), store.load_msg(3)) if m] == [base, base + 5]
+    store.check()
+
+
 # ------------------------------------------------------------------ limits
 
 

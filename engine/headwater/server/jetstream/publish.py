@@ -170,9 +170,15 @@ def process_now(
     stream.answer(reply if reply and not stream.config.no_ack else "", outcome)
 
 
-def admit(stream: Stream, subject: str, hdr: bytes | None, payload: bytes) -> Outcome:
+def admit(
+    stream: Stream, subject: str, hdr: bytes | None, payload: bytes, now: int | None = None
+) -> Outcome:
     """Check one message against the stream's rules, in nats-server's order, and store it if
-    they allow: what happened, for the stream to answer (it does no replying itself)."""
+    they allow: what happened, for the stream to answer (it does no replying itself).
+
+    ``now`` (ns) is the message's time: the stream's clock when None; a replicated stream
+    gives the time its leader chose, so that every replica decides (duplicate window) and
+    stores (timestamp) alike."""
     cfg = stream.config
     if stream.input_transform is not None:
         subject = stream.input_transform.apply(subject)
@@ -207,7 +213,7 @@ def admit(stream: Stream, subject: str, hdr: bytes | None, payload: bytes) -> Ou
             # (and the stream's next ones) are then processed from the start.
             return HOLD
         if msg_id:
-            original = stream.dedupe.lookup(msg_id, stream.clock())
+            original = stream.dedupe.lookup(msg_id, stream.clock() if now is None else now)
             if original is not None:
                 return Stored(original, duplicate=True)
         if expected_id and expected_id != stream.lmsgid:
@@ -225,7 +231,7 @@ def admit(stream: Stream, subject: str, hdr: bytes | None, payload: bytes) -> Ou
         return errors.MESSAGE_TTL_INVALID
     if cfg.retention == "interest" and not stream.has_interest(subject):
         # Nobody would ever consume it: the sequence is used up but nothing is stored.
-        return Stored(stream.skip(msg_id))
+        return Stored(stream.skip(msg_id, now))
     marker_ttl = cfg.subject_delete_marker_ttl // SECOND
     if ttl > 0 and marker_ttl > 0 and cfg.max_msgs_per_subject != 1:
         # nats-server's rule: a message may not expire before the markers of its subject do,
@@ -236,7 +242,9 @@ def admit(stream: Stream, subject: str, hdr: bytes | None, payload: bytes) -> Ou
         previous = stream.store.load_last(subject)
         last_on_subject = previous.seq if previous is not None else 0
     try:
-        seq, ts = stream.store.store_msg(subject, hdr, payload, ttl * SECOND if ttl > 0 else ttl)
+        seq, ts = stream.store.store_msg(
+            subject, hdr, payload, ttl * SECOND if ttl > 0 else ttl, ts_ns=now
+        )
     except StoreError as exc:
         return errors.STREAM_STORE_FAILED.format(err=str(exc))
     after_store(stream, seq, ts, subject, hdr, payload, msg_id, ttl, rollup, last_on_subject)

@@ -333,14 +333,16 @@ class Stream:
     def has_interest(self, subject: str) -> bool:
         return any(not f or subject_matches(f, subject) for f in self.interest_filters)
 
-    def skip(self, msg_id: str) -> int:
-        """Consume a sequence without storing (interest retention, nobody interested)."""
+    def skip(self, msg_id: str, now: int | None = None) -> int:
+        """Consume a sequence without storing (interest retention, nobody interested), at
+        ``now`` (ns; the clock's when None, see :func:`.publish.admit`)."""
         seq = self.lseq + 1
-        self.store.skip_msgs(seq, 1)
+        ts = self.clock() if now is None else now
+        self.store.skip_msgs(seq, 1, ts)
         self.lseq = seq
         self.lmsgid = msg_id
         if msg_id:
-            self.dedupe.record(msg_id, seq, time.time_ns())
+            self.dedupe.record(msg_id, seq, ts)
         return seq
 
     def stored(self, seq: int, ts: int, msg_id: str, ttl: int) -> None:

@@ -272,11 +272,15 @@ class StreamStore(Protocol):
     @property
     def limits(self) -> StoreLimits: ...
 
-    def store_msg(self, subject: str, hdr: bytes, data: bytes, ttl_ns: int = 0) -> tuple[int, int]:
+    def store_msg(
+        self, subject: str, hdr: bytes, data: bytes, ttl_ns: int = 0, ts_ns: int | None = None
+    ) -> tuple[int, int]:
         """Append; returns ``(seq, ts)``. Never waits for the disk (see ``durable``). ``ttl_ns``
         > 0 expires the message at ``ts + ttl_ns``; < 0 exempts it from ``max_age`` (Nats-TTL
-        "never"). Raises a ``StoreError`` subclass when a discard-new limit refuses it, and
-        ``StorageFull`` when the disk has no room (the message then leaves no trace)."""
+        "never"). ``ts_ns`` is its time (now when None; a replicated stream's leader gives
+        it), raised to the last message's if earlier so that time never goes back. Raises a
+        ``StoreError`` subclass when a discard-new limit refuses it, and ``StorageFull`` when
+        the disk has no room (the message then leaves no trace)."""
         ...
 
     def store_raw_msg(

@@ -130,7 +130,9 @@ class IndexedStore(ABC):
     def _reserve_batch(self, msgs: Sequence[StoredMsg]) -> None:  # noqa: B027 - optional hook
         """Make room for ``msgs`` before any of them is stored, or raise ``StorageFull``."""
 
-    def store_msg(self, subject: str, hdr: bytes, data: bytes, ttl_ns: int = 0) -> tuple[int, int]:
+    def store_msg(
+        self, subject: str, hdr: bytes, data: bytes, ttl_ns: int = 0, ts_ns: int | None = None
+    ) -> tuple[int, int]:
         self._check_writable()
         lim = self._limits
         idx = self._idx
@@ -157,7 +159,7 @@ class IndexedStore(ABC):
         budget = self._budget
         if budget is not None and not budget.fits(size):
             raise StorageFull()
-        ts = time.time_ns()
+        ts = time.time_ns() if ts_ns is None else ts_ns
         if ts < self._last_ts:
             ts = self._last_ts  # keep time monotonic per stream: max_age trims a prefix
         seq = idx.last + 1
