@@ -372,10 +372,14 @@ async def test_admit_at_a_given_time_is_decided_by_that_time(start: Start) -> No
     stream = srv.jetstream.streams["T"]
     base = 1_700_000_000 * 10**9
     hdr = b"NATS/1.0\r\nNats-Msg-Id: x\r\n\r\n"
-    assert publish.admit(stream, "t", hdr, b"1", now=base) == publish.Stored(1)
-    assert publish.admit(stream, "t", hdr, b"2", now=base + 10**9) == publish.Stored(
-        1, duplicate=True
-    )
+
+    def admit_at(ts: int, payload: bytes) -> publish.Outcome:
+        with stream.at(ts):
+            return publish.admit(stream, "t", hdr, payload)
+
+    assert admit_at(base, b"1") == publish.Stored(1)
+    assert admit_at(base + 10**9, b"2") == publish.Stored(1, duplicate=True)
     # Past the window by the given time (no time passed here): a new message.
-    assert publish.admit(stream, "t", hdr, b"3", now=base + 61 * 10**9) == publish.Stored(2)
+    assert admit_at(base + 61 * 10**9, b"3") == publish.Stored(2)
     assert [m.ts for m in map(stream.store.load_msg, (1, 2)) if m] == [base, base + 61 * 10**9]
+    assert stream.clock() > base + 365 * 86_400 * 10**9  # the server's clock again (2026)

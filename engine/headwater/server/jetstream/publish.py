@@ -171,15 +171,17 @@ def process_now(
 
 
 def admit(
-    stream: Stream, subject: str, hdr: bytes | None, payload: bytes, now: int | None = None
+    stream: Stream, subject: str, hdr: bytes | None, payload: bytes, check_budget: bool = True
 ) -> Outcome:
     """Check one message against the stream's rules, in nats-server's order, and store it if
     they allow: what happened, for the stream to answer (it does no replying itself).
 
-    ``now`` (ns) is the message's time: the stream's clock when None; a replicated stream
-    gives the time its leader chose, so that every replica decides (duplicate window) and
-    stores (timestamp) alike."""
+    The message's time is the stream's clock (:meth:`Stream.clock`; a replicated stream's
+    leader's, see :meth:`Stream.at`). ``check_budget=False`` leaves out the server's storage
+    budget, which differs between servers: a replicated stream's leader checks it before
+    proposing, and its replicas apply without it."""
     cfg = stream.config
+    now = stream.clock()
     if stream.input_transform is not None:
         subject = stream.input_transform.apply(subject)
     if cfg.sealed:
@@ -213,7 +215,7 @@ def admit(
             # (and the stream's next ones) are then processed from the start.
             return HOLD
         if msg_id:
-            original = stream.dedupe.lookup(msg_id, stream.clock() if now is None else now)
+            original = stream.dedupe.lookup(msg_id, now)
             if original is not None:
                 return Stored(original, duplicate=True)
         if expected_id and expected_id != stream.lmsgid:
@@ -225,13 +227,13 @@ def admit(
             if rollup not in ("sub", "all"):
                 problem = f'rollup value invalid: "{rollup}"'
                 return errors.STREAM_ROLLUP_FAILED.format(err=problem)
-    if stream.resources.limits_exceeded(cfg.storage):
+    if check_budget and stream.resources.limits_exceeded(cfg.storage):
         return errors.INSUFFICIENT_RESOURCES
     if not ttl_ok:
         return errors.MESSAGE_TTL_INVALID
     if cfg.retention == "interest" and not stream.has_interest(subject):
         # Nobody would ever consume it: the sequence is used up but nothing is stored.
-        return Stored(stream.skip(msg_id, now))
+        return Stored(stream.skip(msg_id))
     marker_ttl = cfg.subject_delete_marker_ttl // SECOND
     if ttl > 0 and marker_ttl > 0 and cfg.max_msgs_per_subject != 1:
         # nats-server's rule: a message may not expire before the markers of its subject do,

@@ -23,10 +23,11 @@ A :class:`Stream` owns
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -140,6 +141,8 @@ class Stream:
         """Background walks (dedupe load, marker scan), cancelled when the stream closes."""
         self._scanning = False
         """A marker scan is running: expiry waits for it (:meth:`_scan_markers`)."""
+        self._now: int | None = None
+        """The time :meth:`at` set, None: the system clock's."""
         store.on_remove = self._removed
         store.on_failure = self._store_failed
         self._configure(config)
@@ -290,9 +293,20 @@ class Stream:
 
     # --- state ---------------------------------------------------------------------------
 
-    @staticmethod
-    def clock() -> int:
-        return time.time_ns()
+    def clock(self) -> int:
+        """Now, in ns: what the publish checks and the store go by (see :meth:`at`)."""
+        return time.time_ns() if self._now is None else self._now
+
+    @contextlib.contextmanager
+    def at(self, ts: int) -> Iterator[None]:
+        """Run what follows at time ``ts``: a replicated stream applies each entry at the time
+        its leader gave it, so that every replica decides and stores alike
+        (docs/REPLICATION.md, "Applying")."""
+        self._now = ts
+        try:
+            yield
+        finally:
+            self._now = None
 
     def state(self, deleted_details: bool = False) -> StreamState:
         return self.store.state(deleted_details)
@@ -333,11 +347,10 @@ class Stream:
     def has_interest(self, subject: str) -> bool:
         return any(not f or subject_matches(f, subject) for f in self.interest_filters)
 
-    def skip(self, msg_id: str, now: int | None = None) -> int:
-        """Consume a sequence without storing (interest retention, nobody interested), at
-        ``now`` (ns; the clock's when None, see :func:`.publish.admit`)."""
+    def skip(self, msg_id: str) -> int:
+        """Consume a sequence without storing (interest retention, nobody interested)."""
         seq = self.lseq + 1
-        ts = self.clock() if now is None else now
+        ts = self.clock()
         self.store.skip_msgs(seq, 1, ts)
         self.lseq = seq
         self.lmsgid = msg_id
