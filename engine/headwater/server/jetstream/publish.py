@@ -24,7 +24,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 from headwater.server.protocol import headers
-from headwater.server.store.base import StoreError
+from headwater.server.store.base import LimitExceeded, StoreError
 
 from . import errors
 from .wire import go_int, parse_go_duration
@@ -171,15 +171,16 @@ def process_now(
 
 
 def admit(
-    stream: Stream, subject: str, hdr: bytes | None, payload: bytes, check_budget: bool = True
+    stream: Stream, subject: str, hdr: bytes | None, payload: bytes, applying: bool = False
 ) -> Outcome:
     """Check one message against the stream's rules, in nats-server's order, and store it if
     they allow: what happened, for the stream to answer (it does no replying itself).
 
-    The message's time is the stream's clock (:meth:`Stream.clock`; a replicated stream's
-    leader's, see :meth:`Stream.at`). ``check_budget=False`` leaves out the server's storage
-    budget, which differs between servers: a replicated stream's leader checks it before
-    proposing, and its replicas apply without it."""
+    The message's time is the stream's clock (a replicated stream's leader's, see
+    :meth:`Stream.at`). ``applying``: a replica applies a replicated publish, and must decide
+    as every other replica does: the server's storage budget (its own) is left out, the
+    leader checked it before proposing; a failure of this server's store (no room, a failed
+    write) is raised, not answered, since the others did not fail (the replica stops)."""
     cfg = stream.config
     now = stream.clock()
     if stream.input_transform is not None:
@@ -227,7 +228,7 @@ def admit(
             if rollup not in ("sub", "all"):
                 problem = f'rollup value invalid: "{rollup}"'
                 return errors.STREAM_ROLLUP_FAILED.format(err=problem)
-    if check_budget and stream.resources.limits_exceeded(cfg.storage):
+    if not applying and stream.resources.limits_exceeded(cfg.storage):
         return errors.INSUFFICIENT_RESOURCES
     if not ttl_ok:
         return errors.MESSAGE_TTL_INVALID
@@ -248,6 +249,8 @@ def admit(
             subject, hdr, payload, ttl * SECOND if ttl > 0 else ttl, ts_ns=now
         )
     except StoreError as exc:
+        if applying and not isinstance(exc, LimitExceeded):
+            raise
         return errors.STREAM_STORE_FAILED.format(err=str(exc))
     after_store(stream, seq, ts, subject, hdr, payload, msg_id, ttl, rollup, last_on_subject)
     return Stored(seq)

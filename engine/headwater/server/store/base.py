@@ -181,22 +181,28 @@ class StoreError(Exception):
         super().__init__(description or self.description)
 
 
-class MaxMsgsExceeded(StoreError):
+class LimitExceeded(StoreError):
+    """The stream's own limits refuse the message: decided by the stream's configuration and
+    contents alone, so every replica of a replicated stream refuses it alike (unlike a full
+    disk or a failed write, which are one server's)."""
+
+
+class MaxMsgsExceeded(LimitExceeded):
     kind = "max_msgs"
     description = "maximum messages exceeded"
 
 
-class MaxBytesExceeded(StoreError):
+class MaxBytesExceeded(LimitExceeded):
     kind = "max_bytes"
     description = "maximum bytes exceeded"
 
 
-class MaxMsgsPerSubjectExceeded(StoreError):
+class MaxMsgsPerSubjectExceeded(LimitExceeded):
     kind = "max_msgs_per_subject"
     description = "maximum messages per subject exceeded"
 
 
-class MsgTooLarge(StoreError):
+class MsgTooLarge(LimitExceeded):
     kind = "msg_too_large"
     description = "message size exceeds maximum allowed"
 

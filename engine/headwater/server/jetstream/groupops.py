@@ -1,0 +1,114 @@
+"""What a replicated stream's log says, and how every replica applies it (docs/REPLICATION.md,
+"Applying: an entry is the command, not its effect").
+
+An op is a msgpack array whose first element names its kind, the others its fields in order
+(msgspec's array-like tagged structs, as ``replicated.wire`` encodes the replication
+messages): a publish (subject, headers, payload, and the time the leader gave it), a message
+deleted, a purge, and an expiry up to a time (the leader's clock: replicas run no expiry
+timer of their own). The entry a new leader appends first (``core.NOOP``, empty) is no op.
+
+:func:`apply` runs an op on a replica's stream the way a single server runs the request, and
+returns what the leader answers with. It reads no clock (the op's time is the stream's clock
+meanwhile, :meth:`Stream.at`) and nothing else a server has of its own (the storage budget is
+the leader's check before proposing), so replicas in the same state reach the same state and
+the same outcome. Request checks that depend on the configuration only (sealed, deny delete)
+are the leader's before proposing, as on one server. What fails on this server alone (a full
+disk, a failed write: a ``StoreError`` other than the stream's own limits) is raised: the
+replica stops rather than differ from the others.
+
+A committed entry that does not decode (a corrupt log, an op of a newer version) is
+:class:`OpError`: the replica cannot go on, and stops as on a failed write.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import msgspec
+
+from . import publish
+
+if TYPE_CHECKING:
+    from .stream import Stream
+
+__all__ = ["DeleteMsg", "Expire", "Op", "OpError", "Publish", "Purge", "apply", "decode", "encode"]
+
+Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+
+
+class OpError(ValueError):
+    """Bytes in a committed entry that are not an op."""
+
+
+class _Op(msgspec.Struct, array_like=True, frozen=True, forbid_unknown_fields=True):
+    pass
+
+
+class Publish(_Op, tag=1):
+    subject: str
+    hdr: bytes
+    payload: bytes
+    ts: Count
+    """ns since the epoch: the leader's clock when it proposed the message."""
+
+
+class DeleteMsg(_Op, tag=2):
+    seq: Count
+    erase: bool
+
+
+class Purge(_Op, tag=3):
+    subject: str
+    seq: Count
+    keep: Count
+
+
+class Expire(_Op, tag=4):
+    now: Count
+    """Remove what max_age and TTLs have expired by this time (ns; the leader's clock)."""
+
+
+Op = Publish | DeleteMsg | Purge | Expire
+Outcome = publish.Outcome | bool | int
+
+_ENCODER = msgspec.msgpack.Encoder()
+_DECODER = msgspec.msgpack.Decoder(Op)
+
+
+def encode(op: Op) -> bytes:
+    return _ENCODER.encode(op)
+
+
+def decode(data: bytes) -> Op | None:
+    """The op in a committed entry; None for the no-op entry."""
+    if not data:
+        return None
+    try:
+        return _DECODER.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise OpError(f"not a stream op: {exc}") from None
+
+
+def apply(stream: Stream, op: Op) -> Outcome:
+    """Run ``op`` on ``stream``; what the leader answers with: for a publish, what
+    :func:`publish.admit` decided (a stored sequence, a duplicate, or the error nats-server
+    gives); for a delete, whether the message was there; for a purge and an expiry, how many
+    messages went."""
+    match op:
+        case Publish():
+            with stream.at(op.ts):
+                outcome = publish.admit(
+                    stream, op.subject, op.hdr or None, op.payload, applying=True
+                )
+            if outcome is publish.HOLD:
+                # The owner loads the window before it applies anything: a replica cannot
+                # wait in the middle of its log.
+                raise RuntimeError(f"stream {stream.name!r}: duplicate window not loaded")
+            return outcome
+        case DeleteMsg():
+            return op.seq > 0 and stream.store.remove_msg(op.seq, op.erase)
+        case Purge():
+            return stream.purge(op.subject, op.seq, op.keep)
+        case Expire():
+            with stream.at(op.now):
+                return stream.store.expire(now_ns=op.now)
