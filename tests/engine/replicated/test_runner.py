@@ -166,18 +166,23 @@ class Node:
             self.log.close()  # without a sync
 
     async def restart(self) -> GroupRunner:
-        """Starts again from the snapshot and what the log recovers past it."""
+        """Starts again from the snapshot and what the log recovers past it. On the real log
+        that is `after_snapshot`'s, which rebases a log that does not hold the snapshot's
+        entry (a crash undid an unsynced rebase) and then recovers nothing."""
         if isinstance(self.log, MemoryLog):
-            entries, first = self.log.durable, self.log.base + 1
-        else:
-            assert self.wal_dir is not None
-            self.log, entries = ReplicationLog.open(self.wal_dir, segment_bytes=WAL_SEGMENT_BYTES)
-            first = self.log.first_index
+            if self.snap is None:
+                return await self.start(self.log.durable)
+            index, epoch, _ = self.snap
+            assert self.log.base <= index, "the log was compacted past the snapshot"
+            recovered = [e for e in self.log.durable if e.index > index]
+            return await self.start(recovered, base=(index, epoch))
+        assert self.wal_dir is not None
+        self.log, entries = ReplicationLog.open(self.wal_dir, segment_bytes=WAL_SEGMENT_BYTES)
         if self.snap is None:
             return await self.start(entries)
         index, epoch, _ = self.snap
-        assert first <= index + 1, "the log was compacted past the snapshot"
-        return await self.start([e for e in entries if e.index > index], base=(index, epoch))
+        recovered = self.log.after_snapshot(index, epoch, entries)
+        return await self.start(recovered, base=(index, epoch))
 
     def snapshot(self) -> int:
         """Snapshots what was applied, then compacts the core and the log up to there."""
@@ -565,3 +570,64 @@ async def test_a_runner_far_behind_catches_up_from_a_snapshot(nodes: list[Node])
     await propose(nodes, b"msg:last")
     await wait_until(applied_everywhere(nodes, [*ops, *missed, b"msg:last"]), 5.0, "applied")
     assert follower.log.base >= held and follower.log.durable[-1].op == b"msg:last"
+
+
+@pytest.mark.parametrize("nodes", ["wal"], indirect=True)
+async def test_a_runner_on_the_real_log_installs_a_snapshot_past_its_end(
+    nodes: list[Node], tmp_path: Path
+) -> None:
+    """A follower on `wal.ReplicationLog` restarts far behind, installs a snapshot past the end
+    of its log (the core's Rebase, on disk) and keeps running; then restarts from the rebased
+    log, and from its log as it was before the rebase (what a power cut before the rebase's
+    sync round leaves)."""
+    ops = [f"msg:{i}".encode() for i in range(5)]
+    for op in ops:
+        await propose(nodes, op)
+    await wait_until(applied_everywhere(nodes, ops), 5.0, "all three applied")
+    lead = leader(nodes)
+    follower = next(n for n in nodes if n is not lead)
+    assert follower.wal_dir is not None
+    await follower.crash()
+    held = follower.log.last_index
+    before_rebase = tmp_path / "before-rebase"
+    before_rebase.mkdir()
+    for path in follower.wal_dir.iterdir():
+        (before_rebase / path.name).write_bytes(path.read_bytes())
+    missed = [f"msg:missed{i}".encode() for i in range(20)]
+    for op in missed:
+        await propose(nodes, op)
+    await wait_until(applied_everywhere(nodes, ops + missed), 5.0, "the two applied")
+    for node in nodes:
+        if node is not follower:
+            assert node.snapshot() > held  # the leader no longer has what the follower lacks
+    runner = await follower.restart()
+    await wait_until(applied_everywhere(nodes, ops + missed), 5.0, "caught up by a snapshot")
+    assert follower.installs >= 1 and follower.snap is not None
+    await propose(nodes, b"msg:last")
+    await wait_until(applied_everywhere(nodes, [*ops, *missed, b"msg:last"]), 5.0, "applied")
+    assert runner.failed is None and follower.up
+    index, epoch, _ = follower.snap
+    assert index > held and follower.log.first_index == index + 1  # rebased past the snapshot
+    assert follower.log.base_epoch == epoch and follower.log.last_index > index
+    # A restart from the rebased log on disk: the entries past the snapshot come back.
+    await follower.crash()
+    runner = await follower.restart()
+    assert follower.log.first_index == index + 1 and runner.replica.base == index
+    assert runner.replica.last_index == follower.log.last_index > index
+    await propose(nodes, b"msg:again")
+    done = [*ops, *missed, b"msg:last", b"msg:again"]
+    await wait_until(applied_everywhere(nodes, done), 5.0, "applied after a restart")
+    # A power cut before the rebase's sync round would have left the log as it was: the owner
+    # rebases it again at its restart, and the replica catches up by entries.
+    await follower.crash()
+    for path in follower.wal_dir.iterdir():
+        path.unlink()
+    for path in before_rebase.iterdir():
+        (follower.wal_dir / path.name).write_bytes(path.read_bytes())
+    runner = await follower.restart()
+    assert runner.replica.base == index and runner.replica.last_index == index
+    assert follower.log.first_index == index + 1  # rebased again, in memory (not yet synced)
+    await propose(nodes, b"msg:end")
+    done.append(b"msg:end")
+    await wait_until(applied_everywhere(nodes, done), 5.0, "applied after an undone rebase")
+    assert runner.failed is None and follower.up

@@ -15,11 +15,13 @@ from engine.store.conftest import PowerCutIO
 
 from headwater.server.replicated.messages import Entry
 from headwater.server.replicated.wal import (
+    BASE,
     FLUSH_BYTES,
     HEADER_SIZE,
     CorruptLog,
     LogFailed,
     ReplicationLog,
+    decode,
     group_log_dir,
 )
 from headwater.server.store.file.fileio import FileIO
@@ -250,7 +252,7 @@ class DeadProcessIO(PowerCutIO):
         return super().open_rw(path, truncate)
 
 
-async def _power_cut_round(tmp_path: Path, seed: int) -> None:
+async def _power_cut_round(tmp_path: Path, seed: int, rebases: bool = False) -> None:
     rng = random.Random(seed)
     path = tmp_path / f"run{seed}"
     path.mkdir()
@@ -268,7 +270,7 @@ async def _power_cut_round(tmp_path: Path, seed: int) -> None:
     crashed = asyncio.Event()
 
     async def writer() -> None:
-        nonlocal epoch, durable
+        nonlocal epoch, durable, model
         for _ in range(400):
             if crashed.is_set():
                 return
@@ -284,6 +286,15 @@ async def _power_cut_round(tmp_path: Path, seed: int) -> None:
                 epoch += 1
             elif r < 0.1:
                 log.compact(rng.randint(0, len(durable)))
+            elif rebases and r < 0.13:
+                # A snapshot at `index`, which the log's entries up to it stand for here.
+                index = rng.randint(log.first_index, len(model) + 10)
+                epoch += 1
+                log.rebase(index, epoch)
+                versions.append(list(model))
+                model = [*model[: index - 1], *entries(len(model) + 1, index - 1, epoch)]
+                model.append(Entry(index, epoch, b"base"))
+                durable = []  # until a sync: the log as it was, or the rebased one
             else:
                 new = [
                     Entry(len(model) + k + 1, epoch, rng.randbytes(rng.choice([0, 16, 100])))
@@ -316,7 +327,10 @@ async def _power_cut_round(tmp_path: Path, seed: int) -> None:
     assert [e.index for e in got] == list(range(first, first + len(got))), f"seed {seed}"
     assert first <= len(durable) + 1 or not durable, f"seed {seed}: compacted past durable"
     if first > 1:  # nothing at or below first - 1 was ever cut: the model still holds it
-        assert again.base_epoch == model[first - 2].epoch, f"seed {seed}: base epoch"
+        assert any(
+            len(v) >= first - 1 and again.base_epoch == v[first - 2].epoch
+            for v in [model, *(versions if rebases else [])]
+        ), f"seed {seed}: base epoch"
     # Every confirmed entry is back, intact and in order; the whole is a prefix of the log as
     # it was at some point (nothing from after a torn record, nothing invented or mixed).
     kept = [e for e in durable if e.index >= first]
@@ -330,6 +344,11 @@ async def _power_cut_round(tmp_path: Path, seed: int) -> None:
 @pytest.mark.parametrize("seed", range(int(os.environ.get("WAL_POWER_CUTS", "40"))))
 async def test_power_cut_keeps_every_synced_entry(tmp_path: Path, seed: int) -> None:
     await _power_cut_round(tmp_path, seed)
+
+
+@pytest.mark.parametrize("seed", range(int(os.environ.get("WAL_POWER_CUTS", "40"))))
+async def test_power_cut_with_rebases_keeps_every_synced_entry(tmp_path: Path, seed: int) -> None:
+    await _power_cut_round(tmp_path, seed, rebases=True)
 
 
 class RecordingIO(FileIO):
@@ -454,3 +473,346 @@ async def test_sync_answers_for_the_log_at_the_call(tmp_path: Path) -> None:
     log.append(entries(7, 8, epoch=2))
     assert await log.sync() == 8 and log.durable_index == 8
     await log.aclose()
+
+
+# ------------------------------------------------------------------ rebase: a snapshot past the log
+#
+# The owner installed a snapshot at `index` (entry of `epoch`) that its log does not hold: the
+# log drops every entry and goes on after `index`, exactly as a log compacted up to there.
+
+
+def first_records(path: Path) -> list[tuple[Entry, int, int, int]]:
+    """The first segment's first two records: (entry, prev_epoch, end, flags) each."""
+    data = (path / segments(path)[0]).read_bytes()
+    base = decode(data, 0)
+    assert base is not None
+    after = decode(data, base[2])
+    assert after is not None
+    return [base, after]
+
+
+def assert_rebased(log: ReplicationLog, index: int, epoch: int) -> None:
+    assert log.first_index == index + 1 and log.base_epoch == epoch
+    assert log.epoch_at(index) == epoch and log.epoch_at(index - 1) == 0
+
+
+async def test_rebase_an_empty_log(tmp_path: Path) -> None:
+    log, _ = ReplicationLog.open(tmp_path)
+    log.rebase(100, 3)
+    assert_rebased(log, 100, 3)
+    assert log.last_index == 100
+    with pytest.raises(ValueError):
+        log.append([Entry(100, 3, b"at the base")])
+    with pytest.raises(ValueError):
+        log.append([Entry(101, 2, b"older than the base")])
+    assert await log.sync() == 100
+    # Reopened with nothing after the base: as a log compacted up to 100.
+    log, got = await reopen(log, tmp_path)
+    assert got == [] and log.last_index == 100
+    assert_rebased(log, 100, 3)
+    log.append(entries(101, 105, epoch=3))
+    log, got = await reopen(log, tmp_path)
+    assert got == entries(101, 105, epoch=3)
+    assert_rebased(log, 100, 3)
+    (base, _, _, flags), (entry, prev, _, entry_flags) = first_records(tmp_path)
+    assert (base.index, base.epoch, base.op, flags) == (100, 3, b"", BASE)
+    assert entry == Entry(101, 3, b"op-101-") and entry_flags == 0
+    assert prev == 3  # the first entry chains to the base's epoch
+    await log.aclose()
+
+
+async def make_old_log(path: Path, last: int = 40, segment_bytes: int = 200) -> list[int]:
+    log, _ = ReplicationLog.open(path, segment_bytes=segment_bytes)
+    for i in range(1, last + 1):
+        log.append(entries(i, i))
+        await log.sync()
+    await log.aclose()
+    return [int(name[:-4]) for name in segments(path)]
+
+
+REBASE_AT = {
+    "inside": lambda firsts: firsts[2] + 1,  # entries after it, in its segment and later ones
+    "before_a_segment": lambda firsts: firsts[2] - 1,  # the new segment's name was taken
+    "past_the_end": lambda firsts: 60,
+}
+
+
+@pytest.mark.parametrize("where", sorted(REBASE_AT))
+async def test_rebase_a_log_with_entries_before_and_after(tmp_path: Path, where: str) -> None:
+    firsts = await make_old_log(tmp_path)
+    assert len(firsts) >= 5
+    index = REBASE_AT[where](firsts)
+    io = OpsIO()
+    log, _ = ReplicationLog.open(tmp_path, io=io, segment_bytes=200)
+    log.append(entries(41, 45))  # unsynced: dropped with the rest
+    io.ops.clear()
+    log.rebase(index, 2)
+    assert io.ops == []  # nothing on the event loop: files come and go in the sync round
+    assert_rebased(log, index, 2)
+    assert log.last_index == index
+    want = entries(index + 1, index + 30, epoch=2)
+    for e in want:  # appends after it, across several new segments
+        log.append([e])
+        await log.sync()
+    names = segments(tmp_path)
+    assert int(names[0][:-4]) == index + 1 and len(names) > 2
+    # The old segments went only once the new one was durable, those named after the base
+    # before the new one was created (its name may have been one of theirs).
+    new = f"{index + 1:020d}.log"
+    created = io.ops.index(("open", new))
+    made_durable = max(io.ops.index(("fsync", new)), io.ops.index(("fsync_dir", ""), created))
+    for first in firsts:
+        name = f"{first:020d}.log"
+        if name == new:
+            assert ("unlink", name) in io.ops[:created]
+        elif first > index:
+            assert io.ops.index(("unlink", name)) < created, name
+        else:
+            assert io.ops.index(("unlink", name)) > made_durable, name
+    log, got = await reopen(log, tmp_path, segment_bytes=200)
+    assert got == want
+    assert_rebased(log, index, 2)
+    await log.aclose()
+
+
+async def test_an_unsynced_rebase_is_undone_by_a_crash(tmp_path: Path) -> None:
+    await make_old_log(tmp_path, last=40)
+    log, _ = ReplicationLog.open(tmp_path, segment_bytes=200)
+    log.rebase(30, 2)
+    log.append(entries(31, 33, epoch=2))
+    before = {name: (tmp_path / name).read_bytes() for name in segments(tmp_path)}
+    log.close()  # a crash before any sync round: the log as it was
+    await asyncio.sleep(0.05)  # a round the rebase kicked does nothing once closed
+    assert {name: (tmp_path / name).read_bytes() for name in segments(tmp_path)} == before
+    log, got = ReplicationLog.open(tmp_path, segment_bytes=200)
+    assert got == entries(1, 40) and log.first_index == 1
+    # The owner restarts from its snapshot: the log does not hold (30, 2), so it is rebased
+    # again and nothing of it follows the snapshot.
+    assert log.after_snapshot(30, 2, got) == []
+    assert_rebased(log, 30, 2)
+    log.append(entries(31, 33, epoch=2))
+    log, got = await reopen(log, tmp_path, segment_bytes=200)
+    assert got == entries(31, 33, epoch=2)
+    assert_rebased(log, 30, 2)
+    await log.aclose()
+
+
+async def test_after_snapshot_keeps_what_follows_the_snapshot(tmp_path: Path) -> None:
+    log, _ = ReplicationLog.open(tmp_path)
+    log.append(entries(1, 10) + entries(11, 20, epoch=2))
+    await log.sync()
+    got = entries(1, 10) + entries(11, 20, epoch=2)
+    assert log.after_snapshot(0, 0, got) == got  # no snapshot: the whole log
+    assert log.after_snapshot(15, 2, got) == got[15:]  # it holds (15, 2): kept
+    assert log.first_index == 1 and log.last_index == 20
+    log.compact(15)  # one segment: nothing dropped, but the answer is the same
+    assert log.after_snapshot(12, 1, got) == []  # (12, 1) is not its entry: rebased
+    assert_rebased(log, 12, 1)
+    assert log.last_index == 12
+    log.append(entries(13, 14, epoch=4))
+    log, got = await reopen(log, tmp_path)
+    assert got == entries(13, 14, epoch=4)
+    assert log.after_snapshot(12, 1, got) == got  # its base is the snapshot's entry
+    assert log.after_snapshot(13, 4, got) == got[1:]
+    with pytest.raises(ValueError):
+        log.after_snapshot(11, 1, got)  # compacted past the snapshot: the owner's bug
+    await log.aclose()
+
+
+async def test_rebase_twice(tmp_path: Path) -> None:
+    await make_old_log(tmp_path, last=40)
+    log, _ = ReplicationLog.open(tmp_path, segment_bytes=200)
+    log.rebase(30, 2)
+    log.append(entries(31, 35, epoch=2))
+    log.rebase(50, 3)  # before any round: the first never reaches the disk
+    log.append(entries(51, 52, epoch=3))
+    assert await log.sync() == 52
+    log, got = await reopen(log, tmp_path, segment_bytes=200)
+    assert got == entries(51, 52, epoch=3)
+    assert_rebased(log, 50, 3)
+    for i in range(53, 90):  # several segments of the rebased log
+        log.append(entries(i, i, epoch=3))
+        await log.sync()
+    log.rebase(70, 4)  # inside the rebased log, after a restart
+    log.append(entries(71, 71, epoch=4))
+    assert await log.sync() == 71
+    assert int(segments(tmp_path)[0][:-4]) == 71
+    log, got = await reopen(log, tmp_path, segment_bytes=200)
+    assert got == entries(71, 71, epoch=4)
+    assert_rebased(log, 70, 4)
+    await log.aclose()
+
+
+async def test_rebase_then_compact(tmp_path: Path) -> None:
+    log, _ = ReplicationLog.open(tmp_path, segment_bytes=200)
+    log.append(entries(1, 5))
+    log.rebase(30, 2)
+    log.compact(30)  # nothing to drop: the base is the start
+    for i in range(31, 81):
+        log.append(entries(i, i, epoch=2 + i // 60))
+        await log.sync()
+    log.compact(65)  # drops the segment that starts with the base
+    await log.sync()
+    first = log.first_index
+    assert 31 < first <= 65
+    assert log.base_epoch == 2 + (first - 1) // 60
+    log, got = await reopen(log, tmp_path, segment_bytes=200)
+    assert [e.index for e in got] == list(range(first, 81))
+    assert log.first_index == first and log.base_epoch == 2 + (first - 1) // 60
+    await log.aclose()
+
+
+async def test_truncate_after_a_rebase_never_goes_below_the_base(tmp_path: Path) -> None:
+    # The core never asks (its base is committed and applied): such a truncate is a bug, and
+    # it raises ValueError before touching anything, as below a compacted log's base.
+    log, _ = ReplicationLog.open(tmp_path)
+    log.append(entries(1, 5))
+    log.rebase(30, 2)
+    log.truncate(30)  # at the base, nothing after it: nothing to do
+    with pytest.raises(ValueError):
+        log.truncate(29)
+    log.append(entries(31, 35, epoch=2))
+    log.truncate(32)
+    with pytest.raises(ValueError):
+        log.truncate(3)
+    assert log.last_index == 32
+    assert await log.sync() == 32
+    log.truncate(30)  # every entry after the base, synced ones too
+    log.append(entries(31, 31, epoch=5))
+    log, got = await reopen(log, tmp_path)
+    assert got == entries(31, 31, epoch=5)
+    assert_rebased(log, 30, 2)
+    await log.aclose()
+
+
+class OpsIO(FileIO):
+    """Logs every file operation by file name, in the order they happen."""
+
+    def __init__(self) -> None:
+        self.ops: list[tuple[str, str]] = []
+        self.paths: dict[int, str] = {}
+
+    def open_rw(self, path: str, truncate: bool = False) -> int:
+        fd = super().open_rw(path, truncate)
+        self.paths[fd] = os.path.basename(path)
+        self.ops.append(("open", self.paths[fd]))
+        return fd
+
+    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
+        self.ops.append(("write", self.paths[fd]))
+        super().pwrite(fd, data, offset)
+
+    def fsync(self, fd: int) -> None:
+        self.ops.append(("fsync", self.paths[fd]))
+        super().fsync(fd)
+
+    def fsync_dir(self, path: str) -> None:
+        self.ops.append(("fsync_dir", ""))
+        super().fsync_dir(path)
+
+    def truncate(self, path: str, size: int) -> None:
+        self.ops.append(("truncate", os.path.basename(path)))
+        super().truncate(path, size)
+
+    def unlink(self, path: str) -> None:
+        self.ops.append(("unlink", os.path.basename(path)))
+        super().unlink(path)
+
+
+class CutIO(DeadProcessIO):
+    """Cuts the power right before its `cut`-th write, fsync, create, truncate or unlink
+    (counted from `arm()`): every point of a run, one run per point."""
+
+    def __init__(self, root: Path, rng: random.Random) -> None:
+        super().__init__(root, rng)
+        self.cut: int | None = None
+        self.count = 0
+
+    def arm(self, cut: int) -> None:
+        self.cut, self.count = cut, 0
+
+    def _tick(self) -> None:
+        if self.cut is not None and not self.dead:
+            if self.count == self.cut:
+                self.crash(torn=True)
+            self.count += 1
+
+    def open_rw(self, path: str, truncate: bool = False) -> int:
+        self._tick()
+        return super().open_rw(path, truncate)
+
+    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
+        self._tick()
+        super().pwrite(fd, data, offset)
+
+    def fsync(self, fd: int) -> None:
+        self._tick()
+        super().fsync(fd)
+
+    def fsync_dir(self, path: str) -> None:
+        self._tick()
+        super().fsync_dir(path)
+
+    def truncate(self, path: str, size: int) -> None:
+        self._tick()
+        super().truncate(path, size)
+
+    def unlink(self, path: str) -> None:
+        self._tick()
+        super().unlink(path)
+
+
+async def _rebase_cut_at(path: Path, index: int, cut: int, seed: int) -> bool:
+    """One run: a rebase at `index` (epoch 2) of `path`'s log, appends after it and syncs,
+    the power cut before the `cut`-th operation. Returns whether the cut came (else the run
+    was past the last point)."""
+    io = CutIO(path, random.Random(seed))
+    log, old = ReplicationLog.open(path, io=io, segment_bytes=200)
+    log.append(entries(41, 43, tag=b"unsynced"))
+    io.arm(cut)
+    log.rebase(index, 2)
+    after = entries(index + 1, index + 20, epoch=2)
+    confirmed = 0  # entries after the base that a sync confirmed before the cut
+    for k in range(0, 20, 4):
+        log.append(after[k : k + 4])
+        await log.sync()
+        if io.dead:
+            break
+        confirmed = k + 4
+    came = io.dead
+    log.close()
+    again, got = ReplicationLog.open(path, segment_bytes=200)
+    where = f"index {index}, cut {cut}, seed {seed}: {again.recovery_report}"
+    if again.first_index == index + 1:  # the rebased log
+        assert again.base_epoch == 2, where
+        assert got == after[: len(got)] and len(got) >= confirmed, where
+        assert again.after_snapshot(index, 2, got) == got, where
+    else:  # the log as it was (its entries after the base may be gone): never a mix
+        assert confirmed == 0, where
+        assert again.first_index == 1, where
+        assert got == old[: len(got)] and len(got) >= min(index, len(old)), where
+        assert again.after_snapshot(index, 2, got) == [], where
+        assert_rebased(again, index, 2)
+    # Either way the owner goes on after its snapshot.
+    again.append(entries(again.last_index + 1, index + 25, epoch=2))
+    again, got = await reopen(again, path, segment_bytes=200)
+    assert again.first_index == index + 1 and [e.index for e in got][-1] == index + 25, where
+    await again.aclose()
+    return came
+
+
+@pytest.mark.parametrize("where", sorted(REBASE_AT))
+async def test_power_cut_at_every_point_of_a_rebase(tmp_path: Path, where: str) -> None:
+    base = tmp_path / "base"
+    firsts = await make_old_log(base)
+    index = REBASE_AT[where](firsts)
+    for cut in range(300):
+        run = tmp_path / f"cut{cut}"
+        run.mkdir()
+        for name in segments(base):
+            (run / name).write_bytes((base / name).read_bytes())
+        if not await _rebase_cut_at(run, index, cut, seed=cut):
+            break
+    else:
+        pytest.fail("more than 300 cut points")
+    assert cut > 10  # the runs went past every point

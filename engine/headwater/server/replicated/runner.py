@@ -22,8 +22,10 @@ A `GroupRunner` owns a `core.Replica` and carries out its actions:
 - **Compaction**: once the owner's snapshot holds everything up to `upto` (<= what it
   applied), `compact(upto)` lets the core drop those entries; the owner compacts its log.
   A runner starts from what the owner recovered: `base` = its snapshot's (index, epoch) and
-  `recovered` = the durable entries after it (from `ReplicationLog`: `first_index`,
-  `base_epoch`, `epoch_at`, the entries `open` returned past the snapshot).
+  `recovered` = the durable entries after it (from `ReplicationLog`:
+  `after_snapshot(index, epoch, entries open returned)`, which also rebases a log that does
+  not hold the snapshot's entry, e.g. after a crash undid an unsynced Rebase: the log's next
+  append must be `index + 1`).
 - **ProposeRecord**: `GroupStore.compare_and_swap` in a task (at most `max_cas` at once; more
   are dropped, which the core takes as an unknown outcome and proposes again after its
   `cas_timeout`), then `on_cas_result`. An etcd failure is logged and answers nothing: the
@@ -99,8 +101,7 @@ class ReplicaLog(Protocol):
 
     def rebase(self, index: int, epoch: int) -> None:
         """Drops every entry: the log goes on after `index` (entry of `epoch`), which a
-        snapshot holds; ordered with the appends. (`wal.ReplicationLog` has no such operation
-        yet: a runner on it must not be sent snapshots its log cannot follow.)"""
+        snapshot holds; ordered with the appends. Until the next sync a crash may undo it."""
 
     async def sync(self) -> int:
         """Makes every append and truncate made before the call durable; returns the index

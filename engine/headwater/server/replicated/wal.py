@@ -1,19 +1,21 @@
 """The replication log on disk: one stream's group on one server (docs/REPLICATION.md).
 
-It runs the core's disk actions: ``append`` for ``Persist``, ``truncate`` for ``Truncate``, in
-the order the core emits them, then ``await sync()`` once per Persist before telling the core
-``on_persisted``. A restarted replica is built from what ``ReplicationLog.open`` recovers.
+It runs the core's disk actions: ``append`` for ``Persist``, ``truncate`` for ``Truncate``,
+``rebase`` for ``Rebase``, in the order the core emits them, then ``await sync()`` once per
+Persist before telling the core ``on_persisted``. A restarted replica is built from what
+``ReplicationLog.open`` recovers past the owner's snapshot (``after_snapshot``).
 
 Layout: ``<store_dir>/<stream>/group/`` (``group_log_dir``) holds segment files named by the
 index of their first entry, ``00000000000000000001.log``; a new segment starts once the last
 one holds ``segment_bytes``. Indexes are absolute: compaction deletes whole old segments and
-the log then starts at the first kept index.
+the log then starts at the first kept index; a rebase starts it after a snapshot's index.
 
 The record: a fixed 36-byte header, then the op::
 
     off  size  field
       0     2  magic  b"\\x9e\\x7a"
-      2     2  (zero)
+      2     1  flags                     bit 0: base record (below); others zero
+      3     1  (zero)
       4     4  op_len
       8     8  index
      16     8  epoch
@@ -24,7 +26,12 @@ The record: a fixed 36-byte header, then the op::
 All integers little-endian. ``prev_epoch`` chains the records as Raft's log matching does:
 a record left over from before a truncate that did not reach the disk cannot pass for the
 entry after a newer one, and after compaction it gives the epoch of the last dropped entry
-(``base_epoch``, which the core needs to check an Append at that index).
+(``base_epoch``, which the core needs to check an Append at that index). Logs written before
+flags existed have zero there and open as ever; a record with an unknown flag is not valid.
+
+A **base record** (flag 1, no op) is no entry: it says the log starts after its ``index``,
+whose entry has ``epoch`` (``prev_epoch`` 0). It is only ever the first record of a segment
+named ``index + 1``, and the next record's ``prev_epoch`` is its ``epoch``.
 
 Writes. ``append`` encodes into a buffer, written to the OS at every sync round (or every
 ``FLUSH_BYTES``); ``truncate`` cuts the buffer or ``truncate``s the file at the offset of the
@@ -38,6 +45,25 @@ first. A new segment's file is created, and its first bytes written, only once e
 segment is fsynced: a power cut cannot leave a later segment's records without the earlier
 segment's whole tail. Truncates and deletions are ordered so that a crash leaves a prefix of
 the log as it was at some point (an unsynced cut may come back undone).
+
+Rebase (``rebase(index, epoch)``: the owner installed a snapshot at ``index`` that the log does
+not hold). On the loop it only swaps the log in memory for an empty one after ``index``: a
+new, unborn last segment ``index + 1`` whose buffer starts with the base record; appends go on
+after it. The old segments go in the sync rounds, in an order that leaves, at every point of
+a power cut, either the log as it was or the rebased one: first the old segments named
+``index + 1`` or later are deleted and the directory fsynced (the new segment would sort
+before them, or take one's name), in a round of their own when there are any; then a round
+creates the new segment, writes it, fsyncs the directory and the file, and only then deletes
+the older segments (and fsyncs the directory again). After a crash in between, ``open`` starts
+the log at the newest segment that begins with a valid base record and deletes the ones before
+it. A crash before the new segment is durable leaves the old log, at most cut after
+``index`` (a prefix of it); a torn new segment is cut as any torn tail. So after a crash
+that undid an unsynced rebase, the owner, restarting from its snapshot, finds a log that ends
+before ``index`` or holds another entry there (the core asked for the rebase for that
+reason): ``after_snapshot`` then rebases it again and returns no entries; when the log holds
+the snapshot's entry (or has it as its base) it returns the entries past ``index``. A
+truncate never goes below the base (``ValueError``, nothing changed: the core never asks, its
+base being committed and applied).
 
 Recovery reads every record in order and checks its CRC, index and epoch chain. At the first
 bad record: if no valid record follows it anywhere (the rest of its file, later segments), it
@@ -57,7 +83,8 @@ earlier one is refused as corruption would be.
 Compaction (``compact(upto)``) deletes a segment once the next one starts at or below both
 ``upto`` and the durable index, so the first kept entry is applied and never cut, and its
 record's ``prev_epoch`` survives as ``base_epoch``. Recovered entries then start at
-``first_index`` > 1.
+``first_index`` > 1. A segment that starts with a base record is compacted like any other
+(the next one's first record then gives ``base_epoch``).
 """
 
 from __future__ import annotations
@@ -76,7 +103,7 @@ from headwater.server.store.file.fileio import FileIO
 from headwater.server.store.file.sync import GroupCommit
 
 MAGIC = b"\x9e\x7a"
-HEADER = struct.Struct("<2sxxIQQQI")
+HEADER = struct.Struct("<2sBxIQQQI")
 HEADER_SIZE = HEADER.size
 CRC_AT = HEADER_SIZE - 4
 MAX_OP = 64 << 20
@@ -84,6 +111,8 @@ MAX_OP = 64 << 20
 SEGMENT_BYTES = 64 << 20
 FLUSH_BYTES = 1 << 20
 SUFFIX = ".log"
+BASE = 0x01
+"""Flag of a base record: the log starts after its index (written by ``rebase``)."""
 
 crc32 = zlib.crc32
 
@@ -100,27 +129,34 @@ def group_log_dir(store_dir: Path | str, stream: str) -> Path:
     return Path(store_dir) / stream / "group"
 
 
-def encode(entry: Entry, prev_epoch: int) -> bytes:
+def encode(entry: Entry, prev_epoch: int, flags: int = 0) -> bytes:
     if len(entry.op) > MAX_OP:
         raise ValueError("op too large")
-    head = HEADER.pack(MAGIC, len(entry.op), entry.index, entry.epoch, prev_epoch, 0)
+    head = HEADER.pack(MAGIC, flags, len(entry.op), entry.index, entry.epoch, prev_epoch, 0)
     crc = crc32(entry.op, crc32(memoryview(head)[:CRC_AT]))
     return head[:CRC_AT] + crc.to_bytes(4, "little") + entry.op
 
 
-def decode(buf: bytes, off: int) -> tuple[Entry, int, int] | None:
-    """``(entry, prev_epoch, end)`` of the record at ``off``, or None if it is not whole and
-    valid."""
+def encode_base(index: int, epoch: int) -> bytes:
+    """The base record a rebased log starts with: no op, no entry."""
+    return encode(Entry(index, epoch, b""), 0, BASE)
+
+
+def decode(buf: bytes, off: int) -> tuple[Entry, int, int, int] | None:
+    """``(entry, prev_epoch, end, flags)`` of the record at ``off``, or None if it is not whole
+    and valid (unknown flags included: a later format's record is not guessed at)."""
     if len(buf) - off < HEADER_SIZE:
         return None
-    magic, n, index, epoch, prev, crc = HEADER.unpack_from(buf, off)
+    magic, flags, n, index, epoch, prev, crc = HEADER.unpack_from(buf, off)
     end = off + HEADER_SIZE + n
-    if magic != MAGIC or n > MAX_OP or end > len(buf):
+    if magic != MAGIC or flags & ~BASE or n > MAX_OP or end > len(buf):
+        return None
+    if flags & BASE and n:
         return None
     view = memoryview(buf)
     if crc32(view[off + HEADER_SIZE : end], crc32(view[off : off + CRC_AT])) != crc:
         return None
-    return Entry(index, epoch, bytes(view[off + HEADER_SIZE : end])), prev, end
+    return Entry(index, epoch, bytes(view[off + HEADER_SIZE : end])), prev, end, flags
 
 
 class _Segment:
@@ -151,19 +187,28 @@ class _SyncJob:
         sync_dir: bool,
         target: int,
         gen: int | None,
+        superseded: list[str],
     ) -> None:
         self.log, self.files, self.doomed = log, files, doomed
         self.sync_dir, self.target, self.gen = sync_dir, target, gen
+        self.superseded = superseded
 
     def run(self) -> None:
         io = self.log.io
-        for path in self.doomed:  # compacted segments, oldest first
+        for path in self.doomed:  # compacted segments oldest first, then rebased-away newest
             with contextlib.suppress(FileNotFoundError):
                 io.unlink(path)
         if self.sync_dir or self.doomed:
             io.fsync_dir(str(self.log.path))
         for _, fd in self.files:
             io.fsync(fd)
+        if self.superseded:
+            # The rebased log's first segment, name and bytes, is durable (above): the
+            # segments before it can go. A crash in between leaves them for ``open`` to drop.
+            for path in self.superseded:
+                with contextlib.suppress(FileNotFoundError):
+                    io.unlink(path)
+            io.fsync_dir(str(self.log.path))
 
     def finish(self) -> None:
         self.log._finished(self)
@@ -199,10 +244,16 @@ class ReplicationLog:
         self._low = self.last_index
         """Lowest truncation point since the running round took its target."""
         self._doomed: list[str] = []
+        self._superseded: list[str] = []
+        """Segments of the log before a rebase: deleted once the rebased one is durable."""
+        self._rebase_wait = False
+        """A rebased log's first file waits for a round that deletes the old segments it
+        would sort before (or whose name it takes)."""
         self._dir_dirty = False
         self._deferred: list[int] = []
         """fds released while a round may still fsync them: closed when it ends."""
         self._failure: BaseException | None = None
+        self._closed = False
         self._commit = GroupCommit(self._prepare, self._on_failure)
 
     # Opening ---------------------------------------------------------------------------------
@@ -222,11 +273,14 @@ class ReplicationLog:
             for p in path.iterdir()
             if p.suffix == SUFFIX and len(p.stem) == 20 and p.stem.isdigit()
         )
+        # A rebase's segment starts the log: those before it are what it replaced.
+        start = _newest_base(io, path, firsts)
+        superseded, firsts = firsts[:start], firsts[start:]
         segments: list[_Segment] = []
         got: list[Entry] = []
         epochs: list[tuple[int, int]] = []
         base_epoch = 0
-        last_epoch: int | None = None
+        chain: int | None = None  # epoch of the record before the next one (None: unknown)
         expected = firsts[0] if firsts else 1
         problem: tuple[int, int, str] | None = None  # (segment position, offset, reason)
         buf = b""
@@ -242,24 +296,33 @@ class ReplicationLog:
                 if rec is None:
                     problem = (k, off, "torn or corrupt record")
                     break
-                entry, prev, end = rec
+                entry, prev, end, flags = rec
+                if flags & BASE:
+                    # Only the first record of the first segment, which is named after it.
+                    if k or off or entry.index + 1 != first:
+                        raise CorruptLog(
+                            f"{seg.path}: base record of index {entry.index} at offset {off}"
+                        )
+                    base_epoch = chain = entry.epoch
+                    off = end
+                    continue
                 # A valid record that does not continue the log is never a torn write.
                 if entry.index != expected:
                     raise CorruptLog(
                         f"{seg.path}: record of index {entry.index} at offset {off}, "
                         f"expected {expected}"
                     )
-                if last_epoch is not None and (prev != last_epoch or entry.epoch < prev):
+                if chain is not None and (prev != chain or entry.epoch < prev):
                     raise CorruptLog(
                         f"{seg.path}: epoch chain broken at index {entry.index}, offset {off}"
                     )
-                if last_epoch is None:
+                if chain is None:
                     base_epoch = prev
-                if last_epoch != entry.epoch:
+                if not epochs or epochs[-1][1] != entry.epoch:
                     epochs.append((entry.index, entry.epoch))
                 seg.offsets.append(off)
                 got.append(entry)
-                last_epoch = entry.epoch
+                chain = entry.epoch
                 expected += 1
                 off = end
             seg.size = off
@@ -295,6 +358,12 @@ class ReplicationLog:
                 else:
                     io.close(fd)
         io.fsync_dir(str(path))
+        if superseded:  # only now: the rebased log is durable
+            for first in superseded:
+                io.unlink(str(path / f"{first:020d}{SUFFIX}"))
+            io.fsync_dir(str(path))
+            dropped = f"dropped {len(superseded)} segment(s) from before a rebase"
+            report = f"{report}; {dropped}" if report else dropped
         if not segments:
             segments.append(_Segment(path, expected, born=False))
         log = cls(path, io, segments, epochs, base_epoch, segment_bytes)
@@ -340,6 +409,29 @@ class ReplicationLog:
         always stays. The files are deleted by the next round, off the loop."""
         with self._guard():
             self._compact(upto_index)
+
+    def rebase(self, index: int, epoch: int) -> None:
+        """Drop every entry: the log goes on after ``index``, whose entry (of ``epoch``) the
+        owner's snapshot holds, as a log compacted up to there (``first_index`` ``index + 1``,
+        ``base_epoch`` ``epoch``); the next append is ``index + 1``. Nothing touches the disk
+        here: the sync round writes the new first segment, then deletes the old ones (see the
+        module docstring). Until a sync, a crash brings back the log as it was before."""
+        with self._guard():
+            self._rebase(index, epoch)
+
+    def after_snapshot(self, index: int, epoch: int, recovered: Sequence[Entry]) -> list[Entry]:
+        """The entries a runner restarting from the owner's snapshot at ``index`` (entry of
+        ``epoch``; (0, 0) without one) starts with, of those ``open`` returned: the ones past
+        ``index`` if this log holds that very entry (or has it as its base). Otherwise the log
+        ends before ``index`` or holds another entry there (a crash undid an unsynced rebase,
+        or the snapshot was installed and the crash came before its rebase): nothing of it
+        follows the snapshot, so it is rebased there and nothing is returned."""
+        if index < self.first_index - 1:
+            raise ValueError(f"snapshot at {index}: the log is compacted up to {self.first_index}")
+        if index <= self.last_index and self.epoch_at(index) == epoch:
+            return [e for e in recovered if e.index > index]
+        self.rebase(index, epoch)
+        return []
 
     def _append(self, entries: Sequence[Entry]) -> None:
         last = self.last_index
@@ -398,6 +490,37 @@ class ReplicationLog:
         self._low = min(self._low, after_index)
         self._changed()
 
+    def _rebase(self, index: int, epoch: int) -> None:
+        if index < self.first_index or epoch < 0:
+            if index == self.first_index - 1 and epoch == self.base_epoch:
+                self._truncate(index)  # back to the base: that is a truncate
+                return
+            # The base is committed and applied: a snapshot before it, or of another entry
+            # there, is a bug upstream.
+            raise ValueError(
+                f"rebase at {index} (epoch {epoch}): the log starts after "
+                f"{self.first_index - 1} (epoch {self.base_epoch})"
+            )
+        # The new first segment is named index + 1: the old segments named so or after must
+        # be gone (durably) before its file is created; the others go once it is durable.
+        for seg in reversed(self._segments):
+            self._release(seg.fd)
+            seg.fd = None
+            if seg.born:
+                self._superseded.append(seg.path)
+        later = [p for p in self._superseded if _first_of(p) > index]
+        self._superseded = [p for p in self._superseded if _first_of(p) <= index]
+        self._doomed += sorted(later, key=_first_of, reverse=True)  # newest first
+        self._rebase_wait = any(_first_of(p) > index for p in self._doomed)
+        self._segments = [_Segment(self.path, index + 1, born=False)]
+        self._pending = bytearray(encode_base(index, epoch))
+        self._epochs = []
+        self.base_epoch = epoch
+        self.durable_index = min(self.durable_index, index)
+        self._low = min(self._low, index)
+        self._changed()
+        self._commit.kick()
+
     def _compact(self, upto_index: int) -> None:
         segs = self._segments
         # The first kept entry must be durable and applied (so never cut): its record then
@@ -424,15 +547,18 @@ class ReplicationLog:
         self._check()
         gen = self._gen
         must = self.last_index
-        # At most three rounds: one in flight, one that only fsyncs the segments before a new
-        # one (whose file waits for them), then the one that writes it.
-        for _ in range(4):
+        # A few rounds at most: one in flight, one that only fsyncs the segments before a new
+        # one (whose file waits for them), or deletes the segments a rebase's first one would
+        # sort before, then the one that writes it.
+        for _ in range(8):
             if self._synced_gen >= gen:
                 return must
             try:
                 await self._commit.wait()
             except Exception as exc:
                 raise LogFailed(f"{self.path}: {exc}") from exc
+        if self._synced_gen >= gen:
+            return must
         raise AssertionError("sync made no progress")
 
     async def aclose(self) -> None:
@@ -444,6 +570,7 @@ class ReplicationLog:
 
     def close(self) -> None:
         """Close without syncing: what was not synced may be lost, as in a crash."""
+        self._closed = True
         self._commit.stop()
         for seg in self._segments:
             if seg.fd is not None:
@@ -497,11 +624,18 @@ class ReplicationLog:
         self._deferred = []
 
     def _prepare(self) -> _SyncJob:
+        if self._closed:
+            # A round kicked (by compact or rebase) before a close without sync: it must not
+            # write or delete anything, as after a crash (the log may be open again already).
+            return _SyncJob(self, [], [], False, self.durable_index, None, [])
         tail = self._segments[-1]
         complete = True
         if not tail.born:
-            if any(seg.dirty for seg in self._segments[:-1]):
-                complete = False  # this round fsyncs them; the next creates the file
+            if self._rebase_wait or any(seg.dirty for seg in self._segments[:-1]):
+                # This round fsyncs them (or deletes what a rebase replaced); the next one,
+                # which starts only after it finished, creates the file.
+                complete = False
+                self._rebase_wait = False
             else:
                 tail.fd = self.io.open_rw(tail.path, truncate=True)
                 tail.born = True
@@ -513,8 +647,17 @@ class ReplicationLog:
                 files.append((seg, seg.fd))
                 seg.dirty = False
         target = self.last_index if complete else tail.first - 1
+        superseded: list[str] = []
+        if tail.born:  # a rebased log's first segment is written by this round, or was
+            superseded, self._superseded = self._superseded, []
         job = _SyncJob(
-            self, files, self._doomed, self._dir_dirty, target, self._gen if complete else None
+            self,
+            files,
+            self._doomed,
+            self._dir_dirty,
+            target,
+            self._gen if complete else None,
+            superseded,
         )
         self._doomed, self._dir_dirty = [], False
         self._low = target
@@ -534,6 +677,25 @@ class ReplicationLog:
 
     def _on_failure(self, exc: BaseException) -> None:
         self._failure = exc
+
+
+def _newest_base(io: FileIO, directory: Path, firsts: list[int]) -> int:
+    """Position in ``firsts`` of the newest segment that starts with a valid base record (0 if
+    none). Only its header is read."""
+    for k in range(len(firsts) - 1, -1, -1):
+        fd = io.open_ro(str(directory / f"{firsts[k]:020d}{SUFFIX}"))
+        try:
+            head = io.pread(fd, HEADER_SIZE, 0)
+        finally:
+            io.close(fd)
+        rec = decode(head, 0)
+        if rec is not None and rec[3] & BASE:
+            return k
+    return 0
+
+
+def _first_of(path: str) -> int:
+    return int(os.path.basename(path)[: -len(SUFFIX)])
 
 
 def _valid_after(
