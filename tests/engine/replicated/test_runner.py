@@ -71,6 +71,11 @@ class MemoryLog:
     def rebase(self, index: int, epoch: int) -> None:
         self.pending.append(("rebase", (index, epoch)))
 
+    @property
+    def last_index(self) -> int:
+        """The last durable index (what a crash leaves)."""
+        return self.base + len(self.durable)
+
     def compact(self, upto: int) -> None:
         """Drops durable entries up to `upto` (applied, so durable: never pending)."""
         cut = min(upto, self.base + len(self.durable))
@@ -546,7 +551,13 @@ async def test_a_runner_restarts_from_a_compacted_log(nodes: list[Node]) -> None
     await wait_until(applied_everywhere(nodes, [*ops, *missed, b"msg:last"]), 5.0, "applied")
 
 
-async def test_a_runner_far_behind_catches_up_from_a_snapshot(nodes: list[Node]) -> None:
+async def fall_behind(
+    nodes: list[Node], before_crash: Callable[[Node], None] = lambda _: None
+) -> tuple[Node, list[bytes], int]:
+    """Five ops applied everywhere; a follower crashes (``before_crash`` sees it stopped),
+    twenty more are applied by the two others, which then snapshot and compact past what the
+    follower holds: it can only catch up from a snapshot. (The follower, every op, and the
+    last index the follower held.)"""
     ops = [f"msg:{i}".encode() for i in range(5)]
     for op in ops:
         await propose(nodes, op)
@@ -555,7 +566,8 @@ async def test_a_runner_far_behind_catches_up_from_a_snapshot(nodes: list[Node])
     assert lead is not None
     follower = next(n for n in nodes if n is not lead)
     await follower.crash()
-    held = follower.log.base + len(follower.log.durable)
+    held = follower.log.last_index
+    before_crash(follower)
     missed = [f"msg:missed{i}".encode() for i in range(20)]
     for op in missed:
         await propose(nodes, op)
@@ -563,6 +575,12 @@ async def test_a_runner_far_behind_catches_up_from_a_snapshot(nodes: list[Node])
     for node in nodes:
         if node is not follower:
             assert node.snapshot() > held  # the leader no longer has what the follower lacks
+    return follower, ops + missed, held
+
+
+async def test_a_runner_far_behind_catches_up_from_a_snapshot(nodes: list[Node]) -> None:
+    follower, done, held = await fall_behind(nodes)
+    ops, missed = done[:5], done[5:]
     await follower.restart()
     await wait_until(applied_everywhere(nodes, ops + missed), 5.0, "caught up by a snapshot")
     assert follower.installs >= 1
@@ -580,26 +598,17 @@ async def test_a_runner_on_the_real_log_installs_a_snapshot_past_its_end(
     of its log (the core's Rebase, on disk) and keeps running; then restarts from the rebased
     log, and from its log as it was before the rebase (what a power cut before the rebase's
     sync round leaves)."""
-    ops = [f"msg:{i}".encode() for i in range(5)]
-    for op in ops:
-        await propose(nodes, op)
-    await wait_until(applied_everywhere(nodes, ops), 5.0, "all three applied")
-    lead = leader(nodes)
-    follower = next(n for n in nodes if n is not lead)
-    assert follower.wal_dir is not None
-    await follower.crash()
-    held = follower.log.last_index
     before_rebase = tmp_path / "before-rebase"
     before_rebase.mkdir()
-    for path in follower.wal_dir.iterdir():
-        (before_rebase / path.name).write_bytes(path.read_bytes())
-    missed = [f"msg:missed{i}".encode() for i in range(20)]
-    for op in missed:
-        await propose(nodes, op)
-    await wait_until(applied_everywhere(nodes, ops + missed), 5.0, "the two applied")
-    for node in nodes:
-        if node is not follower:
-            assert node.snapshot() > held  # the leader no longer has what the follower lacks
+
+    def keep_a_copy(follower: Node) -> None:
+        assert follower.wal_dir is not None
+        for path in follower.wal_dir.iterdir():
+            (before_rebase / path.name).write_bytes(path.read_bytes())
+
+    follower, done, held = await fall_behind(nodes, keep_a_copy)
+    ops, missed = done[:5], done[5:]
+    assert follower.wal_dir is not None
     runner = await follower.restart()
     await wait_until(applied_everywhere(nodes, ops + missed), 5.0, "caught up by a snapshot")
     assert follower.installs >= 1 and follower.snap is not None
