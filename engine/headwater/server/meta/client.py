@@ -182,7 +182,8 @@ class MetaClient:
             self._clients[i] = None
             if client is not None:
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(client.close(), self.timeout)
+                    async with asyncio.timeout(self.timeout):
+                        await client.close()
 
     def key(self, name: str) -> bytes:
         return (self.root + name).encode()
@@ -330,9 +331,15 @@ class MetaClient:
             client = await self._new_client(index)
             watch = None
             try:
-                watch = await asyncio.wait_for(
-                    client.watch_prefix(key, start_revision=next_revision), self.timeout
-                )
+                cancels = _cancels()
+                async with asyncio.timeout(self.timeout):
+                    watch = await client.watch_prefix(key, start_revision=next_revision)
+                if _cancels() > cancels:
+                    # aetcd waits for the watch's creation with Python 3.11's wait_for, which
+                    # loses a cancellation that comes as the creation completes: the task is
+                    # still marked cancelled, so end as it asked (else the watch lived on and
+                    # the close of whoever watched waited on it).
+                    raise asyncio.CancelledError
                 failing_since, pause = None, RETRY_PAUSE_S
                 async for event in watch:
                     kv = event.kv
@@ -357,9 +364,11 @@ class MetaClient:
             finally:
                 if watch is not None:
                     with contextlib.suppress(Exception):
-                        await asyncio.wait_for(watch.cancel(), 1.0)
+                        async with asyncio.timeout(1.0):
+                            await watch.cancel()
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(client.close(), 1.0)
+                    async with asyncio.timeout(1.0):
+                        await client.close()
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -401,7 +410,8 @@ class MetaClient:
                 if remaining <= 0:
                     raise TimeoutError
                 client = await self._client(index)
-                result = await asyncio.wait_for(op(client), remaining)
+                async with asyncio.timeout(remaining):
+                    result = await op(client)
                 self.last_ok = time.monotonic()
                 return result
             except aetcd.ConnectionFailedError as exc:
@@ -476,6 +486,12 @@ class Registration:
 
 def _value(kv: Any) -> MetaValue:
     return MetaValue(kv.value, kv.create_revision, kv.mod_revision, kv.lease)
+
+
+def _cancels() -> int:
+    """How many cancellations of the running task are pending (``Task.cancelling``)."""
+    task = asyncio.current_task()
+    return task.cancelling() if task is not None else 0
 
 
 __all__ = [
