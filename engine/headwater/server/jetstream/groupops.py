@@ -22,9 +22,11 @@ A committed entry that does not decode (a corrupt log, an op of a newer version)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import msgspec
+
+from headwater.server.replicated.wire import Count
 
 from . import publish
 
@@ -32,9 +34,6 @@ if TYPE_CHECKING:
     from .stream import Stream
 
 __all__ = ["DeleteMsg", "Expire", "Op", "OpError", "Publish", "Purge", "apply", "decode", "encode"]
-
-Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
-
 
 class OpError(ValueError):
     """Bytes in a committed entry that are not an op."""
