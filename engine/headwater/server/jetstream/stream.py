@@ -122,6 +122,11 @@ class Stream:
         retention stream stores only what one of them wants."""
         self.replication: Any = None
         """The stream's mirror or sources runner (:mod:`.replication`), None when neither."""
+        self.group: Any = None
+        """A replicated stream's binding to its replica group (:mod:`.streamgroup`), set
+        before :meth:`start`; None for one replica. With it, publishes go to the group's log
+        (only while this replica leads: :meth:`take`), the state changes only by applying the
+        log, and expiry is the leader's to propose."""
         self.input_transform: SubjectTransform | None = None
         self.republish_transform: SubjectTransform | None = None
         self._ack_prefix = b""
@@ -171,6 +176,8 @@ class Stream:
         create is answered), expire what is already too old, arm the expiry timer (after the
         marker scan when subject delete markers are on)."""
         self.active = True
+        if self.group is not None:
+            return  # the group applies its log; it subscribes while leading (take)
         await self._subscribe(self.config.subjects, self.config.allow_direct)
         if self._stopped:
             return
@@ -267,6 +274,17 @@ class Stream:
                 self.client.unsubscribe(sub)
             self._direct_subs.clear()
 
+    async def take(self, leading: bool) -> None:
+        """A replicated stream's replica takes the stream's messages and direct gets while it
+        leads, and none otherwise; leading, it arms the expiry its group proposes."""
+        if self._stopped:
+            return
+        if leading:
+            await self._subscribe(self.config.subjects, self.config.allow_direct)
+            self._arm_expiry(force=True)
+        else:
+            await self._subscribe([], direct=False)
+
     async def _stop_taking(self) -> None:
         """Close and delete begin here: store nothing more, drop every subscription."""
         self._stopped = True
@@ -276,6 +294,9 @@ class Stream:
     def _on_message(
         self, sub: Subscription, subject: str, reply: str, hdr: bytes | None, payload: bytes
     ) -> None:
+        if self.group is not None:
+            self.group.publish(subject, reply, hdr, payload)
+            return
         publish.process(self, subject, reply, hdr, payload)
 
     def _on_direct(
@@ -654,6 +675,11 @@ class Stream:
     def _expire(self) -> None:
         self._expiry = None
         self._expiry_at = 0
+        if self.group is not None:
+            # Proposed by the leader; the timer is armed again once the expiry is applied
+            # (or this replica leads again).
+            self.group.expire_due()
+            return
         try:
             self.store.expire()
         except Exception:
