@@ -1,0 +1,407 @@
+"""A replicated stream's snapshot: produced by a replica's owner when its runner says
+SendSnapshot, installed by the owner of a replica that is behind (docs/REPLICATION.md,
+"Catching up").
+
+A snapshot is an archive in the backup format (docs/ARCHIVE.md): the STREAM record, then every
+message, then END. What a replica needs beyond a backup, to decide every later entry exactly
+as the others do, rides in the STREAM record's ``state`` as one more JSON field,
+``"replica"`` (readers of the format ignore fields they do not know, so any archive reader
+still reads the file; a backup without it is refused here)::
+
+    {"index": 812, "epoch": 3,            the log entry the state is as of, and its epoch
+     "lseq": 40, "lmsgid": "m7",           what Nats-Expected-Last-Sequence / -Msg-Id check
+     "dedupe": [["m1", 2, <ts>], ...],     the duplicate window: id, sequence, time (ns), in
+                                           arrival order (ids of messages deleted since stay)
+     "markers": [12, 30]}                  the subject delete markers the stream knows
+
+The store's counters (``first_seq``, ``last_seq``, ``last_ts``, ``num_deleted``) are the
+record's ``state`` as in any archive; deleted sequences are the gaps between message records
+and after the last one. Per-message TTLs are derived again from each message's ``Nats-TTL``
+header by the rule the publish applied (:func:`ttl_ns`).
+
+**Producing** (:func:`produce`). The runner asks right after it applied ``index``, and the
+producer takes, in that call and without yielding, everything that is not a message: the
+counters, the window, ``lseq``/``lmsgid`` and the markers. The messages are read later, a
+slice at a time, while the replica goes on applying entries: those stored past the captured
+``last_seq`` are cut. A message at or below it that is removed *before the producer read it*
+would make the snapshot a state that never existed (the follower would then decide the
+entries after ``index`` on a stream missing that message: a per-subject limit, a
+Nats-Expected-Last-Subject-Sequence or a byte limit may then decide differently, so "a
+removal of an absent message is a no-op" is not enough). The producer notices it (the live
+messages left up to the cut are counted after every read) and fails with
+:class:`SnapshotOverrun`; the transfer is abandoned and the core asks again after its
+``snapshot_interval``. Removals of messages already read do no harm: the follower applies
+them again after installing. Reads run ahead of the consumer by at most one frame and one
+batch of reads.
+
+**Installing** (:func:`install`). A snapshot file (the transfer's verified sink) becomes a new
+store built beside the replica's (memory, or file in a directory the owner gives), read a
+batch at a time in a worker thread (constant memory) and stored on the loop in
+:class:`PassBudget` slices. The result is checked against the record's counters; any fault (a
+damaged or cut file, an archive without the replica state, another stream's or another
+index's snapshot) raises :class:`SnapshotError` and deletes the new store: the replica is
+untouched. :meth:`Installed.swap_into` then replaces the replica's state in one synchronous
+step; the owner closes (or deletes) the old store it returns and tells the core
+(``install_snapshot``) in the same step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from headwater.archive import ArchivedMessage, ArchivedStream, ArchiveError, ArchiveWriter
+from headwater.archive.format import Compression
+from headwater.archive.reader import ArchiveReader
+from headwater.archive.writer import DEFAULT_FRAME_SIZE
+from headwater.server.budget import PassBudget
+from headwater.server.protocol import headers
+from headwater.server.store import StoreConfig, StoreError, StreamStore, SyncPolicy, open_store
+from headwater.server.store.base import ByteBudget
+
+from . import publish
+from .snapshot import archived_stream
+from .stream import store_limits
+
+if TYPE_CHECKING:
+    from .stream import Stream
+    from .streamconfig import StreamConfig
+
+__all__ = [
+    "Installed",
+    "ReplicaState",
+    "SnapshotError",
+    "SnapshotOverrun",
+    "SnapshotProducer",
+    "install",
+    "produce",
+    "ttl_ns",
+]
+
+REPLICA_KEY = "replica"
+"""The field of the STREAM record's ``state`` that holds :class:`ReplicaState`."""
+CHUNK_SIZE = 256 * 1024
+"""Bytes the producer hands out at a time (the transfer cuts them to its own chunks)."""
+READ_BATCH = 256
+READ_BYTES = 256 * 1024
+"""Messages (and their bytes) the producer reads from the store in one call."""
+INSTALL_RECORDS = 4096
+INSTALL_BYTES = 4 << 20
+"""Archive records (and payload bytes) decoded in the worker thread at a time."""
+
+
+class SnapshotError(Exception):
+    """A snapshot that cannot be installed (``str()`` says why); the target is untouched."""
+
+
+class SnapshotOverrun(SnapshotError):
+    """A message the snapshot still had to send was removed meanwhile: the snapshot would not
+    be the state as of its index. Produce a new one (the core asks again)."""
+
+
+class ReplicaState(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
+    """What an exact replica needs beyond the archive's messages and counters."""
+
+    index: int
+    epoch: int
+    lseq: int
+    lmsgid: str
+    dedupe: list[tuple[str, int, int]]
+    """(message id, sequence, time ns) in arrival order: the duplicate window."""
+    markers: list[int]
+
+
+def ttl_ns(hdr: bytes, cfg: StreamConfig) -> int:
+    """The TTL the store keeps for a message with headers ``hdr``: what :func:`publish.admit`
+    gave it (``Nats-TTL``, raised to the subject delete marker TTL by nats-server's rule);
+    -1 for "never", 0 for none."""
+    if not hdr or not cfg.allow_msg_ttl:
+        return 0
+    seconds, ok = publish.parse_ttl(headers.get(hdr, publish.MSG_TTL))
+    if not ok or seconds == 0:
+        return 0
+    if seconds < 0:
+        return -1
+    marker = cfg.subject_delete_marker_ttl // publish.SECOND
+    if marker > 0 and cfg.max_msgs_per_subject != 1:
+        seconds = max(seconds, marker)
+    return seconds * publish.SECOND
+
+
+# --------------------------------------------------------------------------- producing
+
+
+class SnapshotProducer:
+    """The state of ``stream`` as of entry ``index`` (of ``epoch``), captured at construction;
+    :meth:`chunks` streams it as an archive. Construct it right when the runner says
+    SendSnapshot (every entry up to ``index`` applied, none after)."""
+
+    def __init__(
+        self,
+        stream: Stream,
+        index: int,
+        epoch: int,
+        *,
+        chunk_size: int = CHUNK_SIZE,
+        frame_size: int = DEFAULT_FRAME_SIZE,
+        compression: Compression = Compression.ZSTD,
+        read_batch: int = READ_BATCH,
+    ) -> None:
+        self.stream = stream
+        self.store = stream.store
+        self.index = index
+        self.epoch = epoch
+        self.chunk_size = chunk_size
+        self.frame_size = frame_size
+        self.compression = compression
+        self.read_batch = read_batch
+        # Everything but the messages, now: later applies change all of it.
+        record = archived_stream(stream)
+        # Dedupe has no public view of its entries yet (a hook asked for: Dedupe.entries()).
+        ids = stream.dedupe._ids
+        state = ReplicaState(
+            index=index,
+            epoch=epoch,
+            lseq=stream.lseq,
+            lmsgid=stream.lmsgid,
+            dedupe=[(k, v[0], v[1]) for k, v in ids.items()],
+            markers=sorted(stream.markers),
+        )
+        self.header = ArchivedStream(
+            name=record.name,
+            created_ns=record.created_ns,
+            config=record.config,
+            state={**record.state, REPLICA_KEY: state},
+        )
+        self.cut = int(record.state["last_seq"])
+        self.messages = int(record.state["messages"])
+        self.sent_messages = 0
+        self.read_up_to = 0
+        """Messages up to this sequence are read: removing them now does no harm."""
+        self.bytes = 0
+
+    def _left_up_to_cut(self, start: int) -> int:
+        """Live messages in ``[start, cut]`` right now."""
+        store = self.store
+        return store.num_pending(">", start) - store.num_pending(">", self.cut + 1)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The archive, ``chunk_size`` bytes at a time (the last one shorter). Raises
+        :class:`SnapshotOverrun` (see the module docstring) or the store's error."""
+        buf = bytearray()
+        writer = ArchiveWriter(buf.extend, self.compression, self.frame_size)
+        # The dedupe window may hold many ids: its JSON is built off the loop.
+        await asyncio.to_thread(writer.write_stream, self.header)
+        budget = PassBudget()
+        seq = 1
+        done = self.messages == 0
+        if done:
+            writer.close()
+        while True:
+            while len(buf) < self.chunk_size and not done:
+                if self.store is not self.stream.store:
+                    raise SnapshotError("the stream's store was replaced during the snapshot")
+                batch = self.store.load_next_batch(">", seq, self.read_batch, READ_BYTES)
+                for msg in batch:
+                    if msg.seq > self.cut:
+                        break
+                    writer.write_message(msg.seq, msg.subject, msg.hdr, msg.data, msg.ts)
+                    self.sent_messages += 1
+                    seq = msg.seq + 1
+                self.read_up_to = seq - 1
+                # Counted in the same pass as the read: nothing ran in between.
+                left = self._left_up_to_cut(seq)
+                if left != self.messages - self.sent_messages:
+                    raise SnapshotOverrun(
+                        f"stream {self.stream.name!r}: a message at or below {self.cut} was "
+                        f"removed before the snapshot at index {self.index} sent it"
+                    )
+                if left == 0:
+                    done = True
+                    writer.close()
+                await budget.tick()
+            if done and not buf:
+                return
+            piece = bytes(buf[: self.chunk_size])
+            del buf[: self.chunk_size]
+            self.bytes += len(piece)
+            yield piece
+
+
+def produce(stream: Stream, index: int, epoch: int, **options: Any) -> AsyncIterator[bytes]:
+    """``stream``'s snapshot as of entry ``index`` (of ``epoch``) as an async iterator of
+    chunks, its state captured in this call (see :class:`SnapshotProducer` for ``options``)."""
+    return SnapshotProducer(stream, index, epoch, **options).chunks()
+
+
+# --------------------------------------------------------------------------- installing
+
+
+class Installed:
+    """A snapshot read into a new store, not yet the replica's: :meth:`swap_into` makes it so,
+    :meth:`discard` drops it (the owner no longer wants it)."""
+
+    def __init__(self, store: StreamStore, header: ArchivedStream, state: ReplicaState) -> None:
+        self.store = store
+        self.header = header
+        self.state = state
+
+    @property
+    def index(self) -> int:
+        return self.state.index
+
+    @property
+    def epoch(self) -> int:
+        return self.state.epoch
+
+    def swap_into(self, stream: Stream) -> StreamStore:
+        """Make this the replica's state, in one synchronous step: its store, the duplicate
+        window, ``lseq``/``lmsgid`` and the markers. Returns the old store, which the owner
+        closes (``aclose``) or deletes (``adelete``) afterwards."""
+        st = self.state
+        old = stream.store
+        store = self.store
+        # What Stream.__init__ wires on its store: no Stream method takes a new store yet
+        # (the hook asked for: Stream.replace_state), so its private parts are set here.
+        store.on_remove = stream._removed
+        store.on_failure = stream._store_failed
+        stream.store = store
+        stream.lseq = st.lseq
+        stream.lmsgid = st.lmsgid
+        dedupe = publish.Dedupe(stream.config.duplicate_window)
+        dedupe.load_older(OrderedDict((k, (seq, ts)) for k, seq, ts in st.dedupe))
+        stream.dedupe = dedupe
+        stream._dedupe_loaded = True  # the window came with the snapshot
+        stream.markers = set(st.markers)
+        old.on_remove = None
+        old.on_failure = None
+        return old
+
+    async def discard(self) -> None:
+        await self.store.adelete()
+
+
+def _next_batch(records: Iterator[object]) -> list[object]:
+    batch: list[object] = []
+    size = 0
+    for record in records:
+        batch.append(record)
+        if type(record) is ArchivedMessage:
+            size += len(record.data) + len(record.hdr)
+        if len(batch) >= INSTALL_RECORDS or size >= INSTALL_BYTES:
+            break
+    return batch
+
+
+async def install(
+    stream: Stream,
+    path: str | Path,
+    *,
+    index: int | None = None,
+    epoch: int | None = None,
+    directory: Path | None = None,
+    sync: SyncPolicy | None = None,
+    budget: ByteBudget | None = None,
+) -> Installed:
+    """Read the snapshot file at ``path`` into a new store for ``stream`` (its config says
+    memory or file; a file store is created in ``directory``, which must not hold one), made
+    durable before this returns. ``index``/``epoch``: the snapshot the transfer announced
+    (checked when given). ``budget``: the account's allowance (the stream's by default).
+
+    Raises :class:`SnapshotError` on any fault, after deleting the new store."""
+    cfg = stream.config
+    if cfg.storage == "file" and directory is None:
+        raise ValueError("a file stream's snapshot needs a directory for its new store")
+    store = open_store(
+        StoreConfig(
+            name=cfg.name,
+            storage=cfg.storage,
+            directory=directory if cfg.storage == "file" else None,
+            limits=store_limits(cfg),
+            sync=sync or SyncPolicy(),
+            compression=cfg.compression,
+            budget=budget if budget is not None else stream.resources.budget(cfg.storage),
+        )
+    )
+    try:
+        header, state = await _load(stream, store, Path(path))
+        if index is not None and (state.index, state.epoch) != (index, epoch):
+            raise SnapshotError(
+                f"snapshot is of entry {state.index} (epoch {state.epoch}), "
+                f"not {index} (epoch {epoch})"
+            )
+        await store.durable()
+    except asyncio.CancelledError:
+        store.delete()
+        raise
+    except Exception as exc:
+        await store.adelete()
+        if isinstance(exc, StoreError):
+            raise SnapshotError(f"stream {cfg.name!r}: store failed: {exc}") from None
+        raise
+    return Installed(store, header, state)
+
+
+async def _load(
+    stream: Stream, store: StreamStore, path: Path
+) -> tuple[ArchivedStream, ReplicaState]:
+    cfg = stream.config
+    header: ArchivedStream | None = None
+    state: ReplicaState | None = None
+    budget = PassBudget()
+    what = f"snapshot of stream {cfg.name!r}"
+    try:
+        with open(path, "rb") as fh:
+            reader = ArchiveReader(fh)
+            records = iter(reader)
+            while batch := await asyncio.to_thread(_next_batch, records):
+                for record in batch:
+                    if type(record) is ArchivedMessage:
+                        ttl = ttl_ns(record.hdr, cfg)
+                        store.store_raw_msg(
+                            record.subject, record.hdr, record.data, record.seq, record.ts, ttl
+                        )
+                        await budget.tick()
+                    elif type(record) is ArchivedStream:
+                        if record.name != cfg.name:
+                            raise SnapshotError(f"{what}: the file holds stream {record.name!r}")
+                        header = record
+                        state = _replica_state(record, what)
+    except ArchiveError as exc:
+        raise SnapshotError(f"{what}: invalid archive: {exc}") from None
+    except OSError as exc:
+        raise SnapshotError(f"{what}: {exc}") from None
+    assert header is not None and state is not None  # the reader refuses a file without it
+    st = header.state
+    last = int(st.get("last_seq", 0))
+    current = store.state().last_seq
+    if last > current:
+        # Sequences deleted after the last message, or a purged stream's floor.
+        store.skip_msgs(current + 1, last - current, int(st.get("last_ts", 0)))
+    got = store.state()
+    found = {
+        "messages": got.msgs,
+        "first_seq": got.first_seq,
+        "last_seq": got.last_seq,
+        "last_ts": got.last_ts,
+        "num_deleted": got.num_deleted,
+    }
+    expected = {k: int(st.get(k, -1)) for k in found}
+    if found != expected:
+        raise SnapshotError(f"{what}: the messages make {found}, the record says {expected}")
+    return header, state
+
+
+def _replica_state(record: ArchivedStream, what: str) -> ReplicaState:
+    raw = record.state.get(REPLICA_KEY)
+    if raw is None:
+        raise SnapshotError(f"{what}: not a replica's snapshot (no replica state)")
+    try:
+        return msgspec.convert(raw, ReplicaState)
+    except msgspec.ValidationError as exc:
+        raise SnapshotError(f"{what}: invalid replica state: {exc}") from None
