@@ -558,24 +558,33 @@ async def test_clients_cannot_speak_for_the_servers(
 
 
 @pytest.mark.parametrize("js_cluster", ["headwater"], indirect=True)
-async def test_replicas_above_one_are_refused_for_what_they_are(
+async def test_what_replicas_cannot_do_yet_is_refused_for_what_it_is(
     js_cluster: Cluster, js_clients: list[NATS]
 ) -> None:
-    """Replicated streams are not built yet (docs/REPLICATION.md). In a cluster, asking for
-    them must say so, not claim the server runs "in non-clustered mode" (10074, the answer of
-    a single server, which nats-server gives too), and must leave nothing behind."""
-    not_yet = {
+    """Replicated streams are memory streams for now (docs/REPLICATION.md): a replicated
+    file stream, or a change of an existing stream's replicas, is refused in a cluster with
+    what is missing, not as "non-clustered mode" (10074, a single server's answer, which
+    nats-server gives too), and leaves nothing behind."""
+    on_file = {
         "code": 500,
         "err_code": 10052,
-        "description": "replicated streams are not supported yet: num_replicas must be 1",
+        "description": "replicated streams on file storage are not supported yet: use storage "
+        "memory, or num_replicas 1",
     }
     r3 = stream_config("R3", ["r3.>"], num_replicas=3)
     for nc in js_clients:
-        assert (await js_api(nc, "$JS.API.STREAM.CREATE.R3", r3)).get("error") == not_yet
-    await create_stream(js_clients[0], stream_config("R1", ["r1.>"]))
+        assert (await js_api(nc, "$JS.API.STREAM.CREATE.R3", r3)).get("error") == on_file
+    await create_stream(js_clients[0], stream_config("R1", ["r1.>"], storage="memory"))
+    change = {
+        "code": 500,
+        "err_code": 10052,
+        "description": "changing num_replicas is not supported yet",
+    }
     for nc in js_clients:
         reply = await js_api(
-            nc, "$JS.API.STREAM.UPDATE.R1", {**r3, "name": "R1", "subjects": ["r1.>"]}
+            nc,
+            "$JS.API.STREAM.UPDATE.R1",
+            {**r3, "name": "R1", "subjects": ["r1.>"], "storage": "memory"},
         )
-        assert reply.get("error") == not_yet
+        assert reply.get("error") == change
     assert await stream_names(js_clients[1]) == ["R1"]

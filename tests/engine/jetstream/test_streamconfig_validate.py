@@ -489,14 +489,39 @@ def test_create_only_rules_in_order(
     assert _error(validate_create, cfg, []) == (err_code, description)
 
 
-def test_replicas_refused_as_not_built_yet_when_clustered() -> None:
-    # nats-server would replicate in a cluster; Headwater does not yet (docs/REPLICATION.md).
+@pytest.mark.parametrize(
+    ("fields", "description"),
+    [
+        (
+            {"storage": "file"},
+            "replicated streams on file storage are not supported yet: use storage memory, "
+            "or num_replicas 1",
+        ),
+        (
+            {"storage": "memory", "sources": (StreamSource(name="O"),)},
+            "replicated mirrors and sourcing streams are not supported yet",
+        ),
+        (
+            {"storage": "memory", "retention": "workqueue"},
+            "replicated streams with interest or work queue retention are not supported yet",
+        ),
+    ],
+)
+def test_what_replicated_streams_cannot_do_yet_is_refused_in_a_cluster(
+    fields: dict[str, object], description: str
+) -> None:
+    # nats-server would replicate all of these in a cluster (docs/REPLICATION.md).
+    cfg = StreamConfig(name="S", num_replicas=3, **fields)  # type: ignore[arg-type]
     with pytest.raises(ApiErrorException) as caught:
-        validate_create(StreamConfig(name="S", num_replicas=3), [], StreamLimits(clustered=True))
+        validate_create(cfg, [ORIGIN], StreamLimits(clustered=True))
     assert caught.value.error.err_code == 10052
-    assert caught.value.error.description == (
-        "replicated streams are not supported yet: num_replicas must be 1"
-    )
+    assert caught.value.error.description == description
+
+
+def test_a_replicated_memory_stream_is_valid_in_a_cluster() -> None:
+    cfg = StreamConfig(name="S", num_replicas=3, storage="memory")
+    outcome = validate_create(cfg, [], StreamLimits(clustered=True))
+    assert outcome.config.num_replicas == 3
 
 
 def test_create_new_stream_returns_defaulted_config() -> None:

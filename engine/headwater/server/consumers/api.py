@@ -91,6 +91,9 @@ def consumer_info(c: Consumer, cluster: dict[str, Any] | None) -> dict[str, Any]
     return info
 
 
+REPLICATED_CONSUMERS_NOT_YET = "consumers of replicated streams are not supported yet"
+
+
 class ConsumerApi:
     """The consumer handler object; the router calls these by name."""
 
@@ -133,6 +136,10 @@ class ConsumerApi:
 
     async def _create(self, creq: ConsumerRequest) -> dict[str, Any]:
         stream = self._stream(creq.stream_name)
+        if stream.group is not None:
+            # Their state is not replicated yet: a consumer on the leader alone would lose
+            # its acks with the leader (docs/REPLICATION.md).
+            raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_CONSUMERS_NOT_YET)
         cfg = apply_consumer_defaults(creq.config, stream.config, pedantic=creq.pedantic)
         name = cfg.name or cfg.durable_name
         existing = stream.consumers.get(name) if name else None

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import orjson
 
 from headwater.server.connections.listen import WILDCARD_HOSTS, join_host_port
@@ -53,11 +54,14 @@ from headwater.server.meta.client import (
 )
 from headwater.server.meta.etcdmember import EtcdError, EtcdMember
 from headwater.server.meta.tls import EtcdTLS
+from headwater.server.replicated.groupstore import GroupStore
 from headwater.server.routing.subjects import SERVERS_ONLY
 from headwater.server.subscription import Subscription
 
 from . import errors
 from .api import GATHERED, Request, Route
+from .replicas import Replicas
+from .streamconfig import StreamConfig, config_from_json, config_to_json
 from .wire import ZERO_TIME, dumps
 
 if TYPE_CHECKING:
@@ -103,9 +107,16 @@ SERVERS = "servers/"
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a stream lives."""
+    """Where a stream lives: its server (an R1 stream's), or for a replicated stream its
+    peers (the first is the server that creates it) and, once created, its config."""
 
     server: str
+    peers: tuple[str, ...] = ()
+    config: StreamConfig | None = None
+
+    @property
+    def replicated(self) -> bool:
+        return bool(self.peers)
 
 
 @dataclass
@@ -155,6 +166,8 @@ class ClusteredJetStream:
         """etcd's leader and members as last read (every ``STATUS_EVERY_S``)."""
         self._last_seen: dict[str, float] = {}
         """Server name -> ``time.monotonic()`` when it was last registered, for ``active``."""
+        self.replicas = Replicas(service, self)
+        """This server's replicas of replicated streams."""
 
     def _self_address(self) -> str:
         """This server's route address as the others list it (etcd derives its ports)."""
@@ -188,6 +201,7 @@ class ClusteredJetStream:
 
     async def stop(self) -> None:
         self._stopping = True
+        await self.replicas.close()
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
@@ -388,12 +402,15 @@ class ClusteredJetStream:
         name = event.key.removeprefix(STREAMS)
         if event.kind == "delete":
             self.placements.pop(name, None)
+            self.replicas.forget(name)
             return
-        try:
-            value = orjson.loads(event.value)
-            self.placements[name] = Placement(str(value["server"]))
-        except (orjson.JSONDecodeError, KeyError, TypeError):
+        placed = _parse_placement(event.value)
+        if placed is None:
             log.error("JetStream cluster: unreadable placement of stream %r", name)
+            return
+        self.placements[name] = placed
+        if placed.replicated:
+            self.replicas.follow(name, placed.peers, placed.config)
 
     def _on_server_event(self, event: MetaEvent) -> None:
         name = event.key.removeprefix(SERVERS)
@@ -464,11 +481,14 @@ class ClusteredJetStream:
             if handler not in ("stream_create", "stream_restore"):
                 return False  # unknown everywhere: answered here ("stream not found")
             placed = await self._place(stream, req, restore=handler == "stream_restore")
-        if placed.server == self.name:
+        target = placed.server
+        if placed.replicated and placed.config is not None:
+            target = await self._group_leader(stream)
+        if target == self.name:
             if changes:
                 await self._confirm_quorum()
             return False
-        peer = self.peers.get(placed.server)
+        peer = self.peers.get(target)
         # Its server is gone (its lease ran out, or no route reaches it any more): the
         # stream is offline until it returns.
         if peer is None or not self._send_on(peer, req):
@@ -483,13 +503,44 @@ class ClusteredJetStream:
         if stream is None or stream in self.service.streams:
             return
         placed = self.placements.get(stream)
-        if placed is not None and placed.server == self.name:
-            # Deleted here, or its creation here failed: the name is free again.
+        if placed is not None and self.name in (placed.server, *placed.peers):
+            # Deleted here, or its creation here failed: the name is free again (every
+            # other replica of a replicated stream goes when its server sees that).
             try:
                 await self.meta.delete(f"streams/{stream}")
+                if placed.replicated:
+                    await self.meta.delete(f"groups/{stream}")
             except MetaError as exc:
                 log.error("JetStream cluster: stream %r left placed in etcd: %s", stream, exc)
             self.placements.pop(stream, None)
+
+    async def _group_leader(self, stream: str) -> str:
+        """The server leading a replicated stream now: its replica here knows (the group
+        record it follows); else the record in etcd says. 10008 while none leads."""
+        group = self.replicas.groups.get(stream)
+        record = group.runner.record if group is not None else None
+        if record is None:
+            try:
+                record = await GroupStore(self.meta).read(stream) if self.meta else None
+            except MetaError:
+                raise errors.CLUSTER_NOT_AVAIL.exc() from None
+        if record is None or not record.leader:
+            raise errors.CLUSTER_NOT_AVAIL.exc()
+        return record.leader
+
+    def server_id(self, name: str) -> str | None:
+        """A peer's server id (the subject its replicas listen on), while it is registered."""
+        peer = self.peers.get(name)
+        return peer.server_id if peer is not None else None
+
+    async def create_replicated(self, cfg: StreamConfig) -> Any:
+        """STREAM.CREATE of a replicated stream placed with this server first among its
+        peers (the placing server sent it here): see :class:`Replicas`."""
+        placed = self.placements.get(cfg.name)
+        if placed is None or not placed.replicated or placed.peers[0] != self.name:
+            raise errors.CLUSTER_NOT_AVAIL.exc()
+        value = _placement(placed.server, placed.peers, cfg)
+        return await self.replicas.create(cfg, placed.peers, value)
 
     async def _confirm_quorum(self) -> None:
         """10008 unless a member with a quorum answers now: a change made here while this
@@ -510,9 +561,8 @@ class ClusteredJetStream:
         found = await self.meta.get(f"{STREAMS}{stream}", timeout=API_ETCD_TIMEOUT)
         if found is None:
             return None
-        try:
-            placed = Placement(str(orjson.loads(found.value)["server"]))
-        except (orjson.JSONDecodeError, KeyError, TypeError):
+        placed = _parse_placement(found.value)
+        if placed is None:
             return None
         if refresh:
             self.placements[stream] = placed
@@ -563,6 +613,9 @@ class ClusteredJetStream:
             log.error("JetStream cluster: cannot place stream %r: %s", stream, exc)
             raise errors.CLUSTER_NOT_AVAIL.exc() from None
         candidates = [p for p in registered if tags <= set(p.tags)]
+        replicas = _field_int(config, "num_replicas")
+        if candidates and replicas > len(candidates):
+            raise errors.CLUSTER_NO_PEERS.exc(err="no suitable peers for placement")
         if not candidates:
             known = {tag for peer in registered for tag in peer.tags}
             unmatched = sorted(tags - known) or sorted(tags)
@@ -573,20 +626,23 @@ class ClusteredJetStream:
         load: dict[str, int] = {}
         for placed in self.placements.values():
             load[placed.server] = load.get(placed.server, 0) + 1
-        chosen = min(candidates, key=lambda p: (load.get(p.name, 0), p.name))
+        ranked = sorted(candidates, key=lambda p: (load.get(p.name, 0), p.name))
+        chosen = ranked[0]
+        peers = tuple(p.name for p in ranked[:replicas]) if replicas > 1 else ()
         try:
             won = await self.meta.create(
-                f"streams/{stream}", _placement(chosen.name), timeout=API_ETCD_TIMEOUT
+                f"streams/{stream}", _placement(chosen.name, peers), timeout=API_ETCD_TIMEOUT
             )
             if not won:
                 current = await self.meta.get(f"streams/{stream}", timeout=API_ETCD_TIMEOUT)
-                if current is None:
+                found = _parse_placement(current.value) if current is not None else None
+                if found is None:
                     raise errors.CLUSTER_NOT_AVAIL.exc()
-                return Placement(str(orjson.loads(current.value)["server"]))
+                return found
         except MetaError as exc:
             log.error("JetStream cluster: cannot place stream %r: %s", stream, exc)
             raise errors.CLUSTER_NOT_AVAIL.exc() from None
-        placed = Placement(chosen.name)
+        placed = Placement(chosen.name, peers)
         self.placements[stream] = placed
         return placed
 
@@ -687,8 +743,29 @@ def peer_id(server_name: str) -> str:
     return "".join(_PEER_DIGITS[byte % len(_PEER_DIGITS)] for byte in digest[:8])
 
 
-def _placement(server: str) -> bytes:
-    return orjson.dumps({"server": server, "created": time.time_ns()})
+def _placement(
+    server: str, peers: tuple[str, ...] = (), config: StreamConfig | None = None
+) -> bytes:
+    value: dict[str, Any] = {"server": server, "created": time.time_ns()}
+    if peers:
+        value["peers"] = list(peers)
+    if config is not None:
+        value["config"] = config_to_json(config, dynamic_metadata=False)
+    return orjson.dumps(value)
+
+
+def _parse_placement(raw: bytes) -> Placement | None:
+    try:
+        value = orjson.loads(raw)
+        peers = tuple(str(p) for p in value.get("peers") or ())
+        config = value.get("config")
+        return Placement(
+            str(value["server"]),
+            peers,
+            config_from_json(config) if isinstance(config, dict) else None,
+        )
+    except (orjson.JSONDecodeError, msgspec.MsgspecError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def _stream_token(route: Route, req: Request) -> str | None:
@@ -715,6 +792,12 @@ def _whole(req: Request) -> Request:
     body.pop("offset", None)
     raw = orjson.dumps(body) if body else b""
     return Request(req.subject, req.reply, req.hdr, raw, req.tokens, forwarded=True)
+
+
+def _field_int(config: Any, name: str) -> int:
+    """An integer member of a decoded config (0 when missing or not an integer)."""
+    value = config.get(name) if isinstance(config, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _field(req: Request, name: str) -> Any:

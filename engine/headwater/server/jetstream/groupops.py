@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DeleteMsg", "Expire", "Op", "OpError", "Publish", "Purge", "apply", "decode", "encode"]
 
+
 class OpError(ValueError):
     """Bytes in a committed entry that are not an op."""
 

@@ -55,7 +55,7 @@ from .gojson import GoJSONError, loads
 from .publish import MSG_TTL, SECOND, parse_ttl
 from .stream import store_limits
 from .streamconfig import StreamConfig, config_to_json
-from .streamconfig_validate import create_stream_request
+from .streamconfig_validate import create_stream_request, refuse_replicated
 from .streaminfo import info_plain
 from .templates import check_not_template_owned
 from .wire import dumps, is_empty_request, rfc3339
@@ -122,6 +122,7 @@ async def start_restore(api: SnapshotApi, req: Request) -> dict[str, Any]:
         raise errors.STREAM_NAME_EXIST_RESTORE_FAILED.exc()
     configs = [s.config for s in service.streams.values()]
     outcome = create_stream_request(dumps(config), name, configs, service.stream_limits)
+    refuse_replicated(outcome.config)
     check_not_template_owned(outcome.config)
     service.resources.check_reservation(outcome.config, configs)
     session = RestoreSession(api, outcome.config)

@@ -28,7 +28,7 @@ from . import errors, layout
 from .accountinfo import ApiStats, Resources, account_info
 from .advisories import API_LIMIT_ADVISORY, api_limit_reached_body, publish_stream_action
 from .api import CONSUMER_ROUTES, ROUTES, ApiRouter
-from .clustered import ClusteredJetStream
+from .clustered import ClusteredJetStream, peer_id
 from .registry import Claim, NameTaken, StreamRegistry
 from .replication import ReplicationManager, replication_info
 from .snapshot import SNAPSHOT_ROUTES, SnapshotApi
@@ -201,20 +201,18 @@ class JetStreamService:
             budget=self.resources.budget(cfg.storage),
         )
 
-    async def open_claimed(
+    def new_stream(
         self,
         cfg: StreamConfig,
         created_ns: int,
-        directory: Path | None,
-        claim: Claim,
+        directory: Path | None = None,
         store: StreamStore | None = None,
     ) -> Stream:
-        """Make a stream live under its claimed name, over its store: opened here, or one
-        filled already (restore)."""
+        """A stream over its store (opened here unless given), not yet started."""
         assert self.client is not None
         if store is None:
             store = open_store(self._store_config(cfg, directory))
-        stream = Stream(
+        return Stream(
             config=cfg,
             created_ns=created_ns,
             store=store,
@@ -225,6 +223,18 @@ class JetStreamService:
             api_prefixes=self.api_prefixes,
             durable_acks=cfg.storage == "file" and self.sync.mode != "interval",
         )
+
+    async def open_claimed(
+        self,
+        cfg: StreamConfig,
+        created_ns: int,
+        directory: Path | None,
+        claim: Claim,
+        store: StreamStore | None = None,
+    ) -> Stream:
+        """Make a stream live under its claimed name, over its store: opened here, or one
+        filled already (restore)."""
+        stream = self.new_stream(cfg, created_ns, directory, store)
         claim.install(stream)
         await stream.start()
         self.replication.attach(stream)
@@ -324,9 +334,12 @@ class JetStreamService:
         except OSError:  # the account's directory without a streams directory yet
             return []
 
-    def cluster_block(self) -> dict[str, Any]:
-        """STREAM.INFO's ``cluster`` for a stream or consumer hosted here (all are R1, so this
-        server leads it): the cluster's name when clustered, and this server's."""
+    def cluster_block(self, stream: Stream | None = None) -> dict[str, Any]:
+        """STREAM.INFO's ``cluster`` for a stream or consumer hosted here: a replicated
+        stream's from its group (leader and replicas); else the cluster's name when clustered,
+        and this server's (an R1 stream's server leads it)."""
+        if stream is not None and stream.group is not None and self.clustered is not None:
+            return stream.group.cluster_block(self.cluster_name, peer_id)
         block: dict[str, Any] = {"name": self.cluster_name} if self.cluster_name else {}
         block["leader"] = self.server_name
         return block

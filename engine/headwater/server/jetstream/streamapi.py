@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from headwater.server.store.base import StoreError
 
-from . import errors
+from . import errors, groupops
 from .accountinfo import account_info
 from .api import Request, decode_request
 from .direct import MSG_GET_REQUEST, msg_get
 from .gojson import GoType
 from .streamconfig import StreamConfig
 from .streamconfig_update import update_stream_request
-from .streamconfig_validate import create_stream_request
+from .streamconfig_validate import REPLICATED_UPDATE_NOT_YET, create_stream_request
 from .streaminfo import info_for_list, info_for_request, info_plain
 from .subject_rules import subjects_collide
 from .templates import check_not_template_owned
@@ -139,8 +139,11 @@ class StreamApi:
             check_not_template_owned(outcome.config)
             svc.resources.check_reservation(outcome.config, configs)
             check_storable_name(outcome.config)
-            stream = await svc.create_stream(outcome.config)
-        return self._in_cluster(info_plain(stream)) | {"did_create": True}
+            if outcome.config.num_replicas > 1 and svc.clustered is not None:
+                stream = await svc.clustered.create_replicated(outcome.config)
+            else:
+                stream = await svc.create_stream(outcome.config)
+        return self._in_cluster(info_plain(stream), stream) | {"did_create": True}
 
     async def stream_update(self, req: Request) -> dict[str, Any]:
         svc = self.service
@@ -150,17 +153,19 @@ class StreamApi:
         )
         configs = self._configs()
         svc.resources.check_reservation(cfg, configs.values(), replacing=name)
+        if svc.streams[name].group is not None:
+            raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_UPDATE_NOT_YET)
         stream = await svc.update_stream(name, cfg)
-        return self._in_cluster(info_plain(stream))
+        return self._in_cluster(info_plain(stream), stream)
 
-    def _in_cluster(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _in_cluster(self, body: dict[str, Any], stream: Stream) -> dict[str, Any]:
         """CREATE and UPDATE answers name the cluster and the stream's server in a cluster,
         before ``ts``, as nats-server's do (a single server's carry no cluster block)."""
         svc = self.service
         if svc.cluster_name is None:
             return body
         ts = body.pop("ts", None)
-        body["cluster"] = svc.cluster_block()
+        body["cluster"] = svc.cluster_block(stream)
         if ts is not None:
             body["ts"] = ts
         return body
@@ -169,7 +174,11 @@ class StreamApi:
         if not is_empty_request(req.body):
             raise errors.NOT_EMPTY_REQUEST.exc()
         stream = self._lookup(_stream_name(req))
-        await self.service.delete_stream(stream.name)
+        clustered = self.service.clustered
+        if stream.group is not None and clustered is not None:
+            await clustered.replicas.remove(stream.name)  # the others go with the placement
+        else:
+            await self.service.delete_stream(stream.name)
         return {"success": True}
 
     async def stream_purge(self, req: Request) -> dict[str, Any]:
@@ -188,6 +197,9 @@ class StreamApi:
         if cfg.deny_purge:
             raise errors.STREAM_PURGE_FAILED.exc(err="stream purge not permitted")
         _check_writable(stream)
+        if stream.group is not None:
+            purged = await stream.group.submit(groupops.Purge(subject, seq, keep))
+            return {"success": True, "purged": purged}
         try:
             purged = stream.purge(subject, seq, keep)
         except StoreError as exc:
@@ -208,8 +220,7 @@ class StreamApi:
         svc = self.service
         return info_for_request(
             stream,
-            leader=svc.server_name,
-            cluster_name=svc.cluster_name,
+            cluster=svc.cluster_block(stream),
             domain=svc.domain,
             deleted_details=details,
             subjects_filter=subjects,
@@ -241,7 +252,8 @@ class StreamApi:
 
     async def stream_list(self, req: Request) -> dict[str, Any]:
         streams, offset = self._filtered(req, "JSApiStreamListRequest")
-        page = [self._in_cluster(info_for_list(s)) for s in streams[offset : offset + LIST_LIMIT]]
+        shown = streams[offset : offset + LIST_LIMIT]
+        page = [self._in_cluster(info_for_list(s), s) for s in shown]
         return {"total": len(streams), "offset": offset, "limit": LIST_LIMIT, "streams": page}
 
     # --- messages ------------------------------------------------------------------------
@@ -264,9 +276,14 @@ class StreamApi:
         if cfg.deny_delete:
             raise errors.STREAM_MSG_DELETE_FAILED.exc(err="message delete not permitted")
         seq = fields.get("seq", 0)
+        erase = not fields.get("no_erase", False)
         _check_writable(stream)
+        if stream.group is not None:
+            if await stream.group.submit(groupops.DeleteMsg(seq, erase)):
+                return {"success": True}
+            raise _delete_failure(stream, seq)
         try:
-            removed = seq > 0 and stream.store.remove_msg(seq, not fields.get("no_erase", False))
+            removed = seq > 0 and stream.store.remove_msg(seq, erase)
         except StoreError as exc:
             raise errors.STREAM_STORE_FAILED.exc(err=str(exc)) from None
         if removed:

@@ -37,6 +37,9 @@ from .versioning import with_static_metadata
 __all__ = ["update_stream_request", "validate_update"]
 
 
+REPLICA_CHANGE_NOT_YET = "changing num_replicas is not supported yet"
+
+
 def _invalid(text: str) -> errors.ApiErrorException:
     return errors.STREAM_INVALID_CONFIG.exc(err=text)
 
@@ -44,7 +47,9 @@ def _invalid(text: str) -> errors.ApiErrorException:
 def _check_transition(old: StreamConfig, cfg: StreamConfig, limits: StreamLimits) -> None:
     if cfg.name != old.name:
         raise _invalid("stream configuration name must match original")
-    check_replicas(cfg.num_replicas, limits)
+    check_replicas(cfg, limits)
+    if cfg.num_replicas != old.num_replicas and max(cfg.num_replicas, old.num_replicas) > 1:
+        raise _invalid(REPLICA_CHANGE_NOT_YET)
     if cfg.storage != old.storage:
         raise _invalid("stream configuration update can not change storage type")
     if cfg.retention != old.retention and "workqueue" in (cfg.retention, old.retention):

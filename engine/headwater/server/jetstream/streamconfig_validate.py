@@ -46,6 +46,7 @@ __all__ = [
     "check_subjects_free",
     "create_stream_request",
     "go_duration",
+    "refuse_replicated",
     "refuse_unsupported",
     "required_api_level",
     "same_config",
@@ -82,18 +83,40 @@ class StreamLimits:
 NO_LIMITS = StreamLimits()
 CLUSTER_LIMITS = StreamLimits(clustered=True)
 
-REPLICAS_NOT_YET = "replicated streams are not supported yet: num_replicas must be 1"
+REPLICAS_ON_FILE_NOT_YET = (
+    "replicated streams on file storage are not supported yet: use storage memory, or "
+    "num_replicas 1"
+)
+REPLICATED_SOURCES_NOT_YET = "replicated mirrors and sourcing streams are not supported yet"
+REPLICATED_UPDATE_NOT_YET = "updates of replicated streams are not supported yet"
+REPLICATED_RESTORE_NOT_YET = "restoring or templating replicated streams is not supported yet"
+REPLICATED_RETENTION_NOT_YET = (
+    "replicated streams with interest or work queue retention are not supported yet"
+)
 
 
-def check_replicas(num_replicas: int, limits: StreamLimits) -> None:
-    """More than one replica: 10074 on a single server (nats-server's answer too); 10052 in
-    a cluster, where nats-server would replicate and Headwater does not yet
-    (docs/REPLICATION.md)."""
-    if num_replicas <= 1:
+def check_replicas(cfg: StreamConfig, limits: StreamLimits) -> None:
+    """More than one replica: 10074 on a single server (nats-server's answer too). In a
+    cluster, what replicated streams cannot do yet is refused with 10052 and says what
+    (docs/REPLICATION.md): file storage, mirrors and sources, retention that needs the
+    consumers (not replicated yet)."""
+    if cfg.num_replicas <= 1:
         return
     if not limits.clustered:
         raise errors.STREAM_REPLICAS_NOT_SUPPORTED.exc()
-    raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICAS_NOT_YET)
+    if cfg.storage != "memory":
+        raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICAS_ON_FILE_NOT_YET)
+    if cfg.mirror is not None or cfg.sources:
+        raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_SOURCES_NOT_YET)
+    if cfg.retention != "limits":
+        raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_RETENTION_NOT_YET)
+
+
+def refuse_replicated(cfg: StreamConfig) -> None:
+    """10052 for a replicated stream made other than by STREAM.CREATE (a restore, a
+    template's): those paths do not set up a replica group yet."""
+    if cfg.num_replicas > 1:
+        raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_RESTORE_NOT_YET)
 
 
 @dataclass(frozen=True)
@@ -516,7 +539,7 @@ def validate_create(
         raise _invalid("stream has no mirror but does have mirror direct")
     checked = check_stream_config(cfg, limits, pedantic=pedantic, streams=streams)
     refuse_unsupported(checked)
-    check_replicas(checked.num_replicas, limits)
+    check_replicas(checked, limits)
     existing = streams.get(checked.name)
     if existing is not None:
         if same_config(checked, existing):

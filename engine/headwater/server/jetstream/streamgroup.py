@@ -33,6 +33,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from headwater.server.replicated.core import Config
 from headwater.server.replicated.groupstore import GroupStore
@@ -41,6 +42,7 @@ from headwater.server.replicated.runner import GroupRunner, ReplicaLog, Resolve,
 
 from . import errors, groupops, publish
 from .stream import Stream
+from .wire import rfc3339
 
 log = logging.getLogger("headwater.server.jetstream.streamgroup")
 
@@ -90,6 +92,8 @@ class StreamGroup:
         """Index -> outcome of the entries of the batch applied last (while leading)."""
         self._last_ts = 0
         self._expiring = False
+        self.leader_since = 0
+        """When this replica last started leading (ns), for STREAM.INFO."""
 
     async def start(self) -> None:
         self.stream.group = self
@@ -114,6 +118,53 @@ class StreamGroup:
             return
         op = groupops.Publish(subject, hdr or b"", payload, self._now())
         self.runner.propose(groupops.encode(op), _answer_publish(stream, reply))
+
+    async def submit(self, op: groupops.Op) -> groupops.Outcome:
+        """Propose ``op`` (a request that changes the stream: delete, purge) and wait for its
+        outcome once committed; 10008 when it was not committed here (this replica does not
+        lead, or stopped)."""
+        done: asyncio.Future[groupops.Outcome | None] = asyncio.get_running_loop().create_future()
+
+        def answer(outcome: groupops.Outcome | None) -> None:
+            if not done.done():
+                done.set_result(outcome)
+
+        self.runner.propose(groupops.encode(op), answer)
+        outcome = await done
+        if outcome is None:
+            raise errors.CLUSTER_NOT_AVAIL.exc()
+        return outcome
+
+    def cluster_block(self, cluster_name: str | None, peer_id: Callable[[str], str]) -> dict:
+        """STREAM.INFO's ``cluster`` as nats-server 2.15 words it: the leader, since when, and
+        each other replica: ``current`` (in sync), ``active`` (ns since it last made progress
+        or answered caught up), ``lag`` (entries it lacks, when any) and its ``peer`` id. Only
+        the leader knows the replicas; a follower names the leader."""
+        block: dict[str, Any] = {"name": cluster_name} if cluster_name else {}
+        runner = self.runner
+        record = runner.record
+        if runner.is_leader:
+            block["leader"] = runner.name
+            block["leader_since"] = rfc3339(self.leader_since)
+        elif record is not None and record.leader:
+            block["leader"] = record.leader
+        core = runner.replica
+        now = core.now or 0
+        replicas = []
+        for name, in_sync, match, seen in core.followers():
+            lag = max(core.last_index - match, 0)
+            replica: dict[str, Any] = {
+                "name": name,
+                "current": in_sync and lag == 0,
+                "active": max(now - seen, 0) * 1_000_000,
+            }
+            if lag:
+                replica["lag"] = lag
+            replica["peer"] = peer_id(name)
+            replicas.append(replica)
+        if replicas:
+            block["replicas"] = replicas
+        return block
 
     def expire_due(self) -> None:
         """The stream's expiry timer fired: the leader proposes an expiry at its time."""
@@ -156,6 +207,11 @@ class StreamGroup:
 
     def _on_leadership(self, leading: bool, epoch: int) -> None:
         self.leading = leading
+        if leading:
+            self.leader_since = time.time_ns()
+            # Times never go back across leaders, whatever this server's clock says: a
+            # message's time is at least its predecessor's (what the store would do anyway).
+            self._last_ts = max(self._last_ts, self.stream.state().last_ts)
         if self._taking is None or self._taking.done():
             loop = asyncio.get_running_loop()
             self._taking = loop.create_task(self._follow_leadership())

@@ -87,9 +87,8 @@ def _subject_page(totals: dict[str, int], offset: int) -> dict[str, int]:
 def info_for_request(
     stream: Stream,
     *,
-    leader: str,
+    cluster: dict[str, Any],
     domain: str | None,
-    cluster_name: str | None = None,
     deleted_details: bool = False,
     subjects_filter: str = "",
     offset: int = 0,
@@ -115,8 +114,7 @@ def info_for_request(
     }
     if domain:
         body["domain"] = domain
-    body["cluster"] = {"name": cluster_name} if cluster_name else {}
-    body["cluster"]["leader"] = leader
+    body["cluster"] = cluster
     body.update(replication_info(stream))
     body["ts"] = rfc3339(time.time_ns())
     return body

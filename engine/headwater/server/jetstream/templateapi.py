@@ -20,7 +20,12 @@ from . import errors
 from .api import Request, Route, decode_request
 from .gojson import GoType
 from .streamconfig import _REQUEST, config_from_json
-from .streamconfig_validate import MAX_NAME_LEN, check_stream_config, refuse_unsupported
+from .streamconfig_validate import (
+    MAX_NAME_LEN,
+    check_stream_config,
+    refuse_replicated,
+    refuse_unsupported,
+)
 from .templates import TemplateConfig, TemplateManager
 from .wire import is_empty_request
 
@@ -97,6 +102,7 @@ def parse_template_request(body: bytes, name_in_subject: str) -> TemplateConfig:
     # Checked under a placeholder name, as 2.10 did; each created stream gets its own.
     checked = check_stream_config(msgspec.structs.replace(cfg, name="_"))
     refuse_unsupported(checked)
+    refuse_replicated(checked)
     return TemplateConfig(name=name, config=checked, max_streams=max_streams)
 
 

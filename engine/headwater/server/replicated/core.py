@@ -366,6 +366,17 @@ class Replica:
         del self.log[: upto - self.base]
         self.base = upto
 
+    def followers(self) -> list[tuple[str, bool, int, int]]:
+        """The leader's view of each other peer, for reports (STREAM.INFO's replicas): its
+        name, whether the record has it in sync, the index it holds durably, and when (this
+        core's clock, ms) it last made progress or answered caught up; empty unless leading."""
+        if not self.is_leader or self.record is None:
+            return []
+        return [
+            (f, f in self.record.in_sync, self._match.get(f, 0), self._progress.get(f, 0))
+            for f in sorted(set(self.record.peers) - {self.name})
+        ]
+
     def snapshot_wanted(self, index: int) -> bool:
         """Would `on_snapshot(index, ...)` install it? The owner asks before it replaces its
         state, and installs and calls `on_snapshot` in one step (no other input between)."""

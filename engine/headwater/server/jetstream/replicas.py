@@ -1,0 +1,189 @@
+"""This server's replicas of the cluster's replicated streams (``num_replicas`` > 1): opened
+and removed as the cluster's metadata says (docs/REPLICATION.md, "The server side").
+
+A replicated stream's placement in etcd (``streams/<name>``) names its peers; the server that
+handles its STREAM.CREATE (the first of them, which the placing server sent the request to)
+validates the config, writes it into the placement, writes the group record (``groups/
+<name>``: epoch 1, itself leading, every peer in sync) and opens its own replica. Each other
+peer opens its replica when the placement with the config reaches it (the watch, or its load
+at start). A replica is a :class:`StreamGroup` over a :class:`Stream` registered in the
+service like any other, so the stream's requests are answered from it where it leads; its
+log is a :class:`ReplicationLog` in ``<store_dir>/jetstream/groups/<name>/``. Deleting the
+placement removes every replica and its log.
+
+Memory storage only for now: a restarted replica starts from an empty stream and applies its
+whole log again (the log is not compacted yet, docs/REPLICATION.md, "Status").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import time
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from headwater.server.replicated.groupstore import GroupStore
+from headwater.server.replicated.record import GroupRecord
+from headwater.server.replicated.wal import ReplicationLog
+
+from . import errors
+from .registry import NameTaken
+from .stream import Stream
+from .streamconfig import StreamConfig
+from .streamgroup import StreamGroup
+
+if TYPE_CHECKING:
+    from .clustered import ClusteredJetStream
+    from .service import JetStreamService
+
+log = logging.getLogger("headwater.server")
+
+LEADING_TIMEOUT_S = 5.0
+"""How long a STREAM.CREATE waits for its new group to lead before 10008."""
+
+
+def groups_dir(root: Path) -> Path:
+    """Where this server's replication logs live, one directory per replicated stream."""
+    return root / "groups"
+
+
+class Replicas:
+    """The replicated streams this server holds a replica of (name -> its group)."""
+
+    def __init__(self, service: JetStreamService, clustered: ClusteredJetStream) -> None:
+        self.service = service
+        self.clustered = clustered
+        self.groups: dict[str, StreamGroup] = {}
+        self._logs: dict[str, ReplicationLog] = {}
+        self._work: dict[str, asyncio.Task[None]] = {}
+        """The opening or removal in progress per stream (one at a time)."""
+
+    # What the metadata says ---------------------------------------------------------------
+
+    def follow(self, name: str, peers: tuple[str, ...], config: StreamConfig | None) -> None:
+        """The placement of ``name`` is (now) this: open a replica here if this server is a
+        peer and the config is known (its creating server writes it after the peers)."""
+        if config is None or self.clustered.name not in peers:
+            return
+        if name in self.groups or name in self._work:
+            return
+        self._start(name, self._open(config))
+
+    def forget(self, name: str) -> None:
+        """The placement of ``name`` is gone: remove the replica here, and its log (after
+        the opening in progress, if any)."""
+        pending = self._work.get(name)
+        if name in self.groups or pending is not None:
+            self._start(name, self._remove_after(pending, name))
+
+    async def _remove_after(self, pending: asyncio.Task[None] | None, name: str) -> None:
+        if pending is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await pending
+        await self.remove(name)
+
+    def _start(self, name: str, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._work[name] = task
+
+        def done(_: asyncio.Task[None]) -> None:
+            if self._work.get(name) is task:
+                del self._work[name]
+
+        task.add_done_callback(done)
+
+    # Creating -----------------------------------------------------------------------------
+
+    async def create(self, cfg: StreamConfig, peers: tuple[str, ...], placed: bytes) -> Stream:
+        """STREAM.CREATE here, as the first of ``peers``: the config into the placement
+        (``placed``, its value with the config), the group record, this replica; then wait
+        until it leads (10008 when it does not soon)."""
+        meta = self.clustered.meta
+        assert meta is not None
+        name = cfg.name
+        record = GroupRecord(peers, 1, self.clustered.name, frozenset(peers))
+        try:
+            await meta.put(f"streams/{name}", placed)
+            await GroupStore(meta).create(name, record)
+        except Exception as exc:
+            log.error("JetStream cluster: replicated stream %r not set up: %s", name, exc)
+            raise errors.CLUSTER_NOT_AVAIL.exc() from None
+        if name not in self.groups and name not in self._work:
+            self._start(name, self._open(cfg))
+        deadline = time.monotonic() + LEADING_TIMEOUT_S
+        while time.monotonic() < deadline:
+            group = self.groups.get(name)
+            if group is not None and group.runner.is_leader:
+                return group.stream
+            if group is None and name not in self._work:
+                break  # opening failed (logged)
+            await asyncio.sleep(0.02)
+        raise errors.CLUSTER_NOT_AVAIL.exc()
+
+    async def _open(self, cfg: StreamConfig) -> None:
+        svc = self.service
+        name = cfg.name
+        try:
+            claim = svc.streams.claim(name, "being replicated")
+        except NameTaken as exc:
+            log.error("JetStream cluster: no replica of %r here: %s", name, exc)
+            return
+        with claim:
+            try:
+                directory = groups_dir(svc.root) / name
+                wal, recovered = await asyncio.to_thread(ReplicationLog.open, directory)
+                stream = svc.new_stream(cfg, time.time_ns())
+                assert svc.client is not None and self.clustered.meta is not None
+                group = StreamGroup(
+                    stream,
+                    self.clustered.name,
+                    svc.server.server_id,
+                    log=wal,
+                    transport=svc.client,
+                    store=GroupStore(self.clustered.meta),
+                    resolve=self.clustered.server_id,
+                    recovered=recovered,
+                )
+                claim.install(stream)
+                await group.start()
+            except Exception:
+                log.exception("JetStream cluster: replica of %r could not open", name)
+                return
+        self.groups[name] = group
+        self._logs[name] = wal
+        log.info(
+            "JetStream cluster: replica of %r open (%d entries in its log)", name, len(recovered)
+        )
+
+    # Removing -----------------------------------------------------------------------------
+
+    async def remove(self, name: str) -> None:
+        """Stop the replica of ``name`` and delete it here: its stream and its log."""
+        group = self.groups.pop(name, None)
+        if group is None:
+            return
+        await self._close(name, group)
+        with contextlib.suppress(errors.ApiErrorException):
+            await self.service.delete_stream(name)
+        directory = groups_dir(self.service.root) / name
+        await asyncio.to_thread(shutil.rmtree, directory, True)
+
+    async def _close(self, name: str, group: StreamGroup) -> None:
+        await group.close()
+        wal = self._logs.pop(name, None)
+        if wal is not None:
+            await wal.aclose()
+
+    async def close(self) -> None:
+        """Server shutdown: every runner stops and its log closes (the streams are the
+        service's to close)."""
+        for task in list(self._work.values()):
+            task.cancel()
+        for name, group in list(self.groups.items()):
+            with contextlib.suppress(Exception):
+                await self._close(name, group)
+        self.groups.clear()
