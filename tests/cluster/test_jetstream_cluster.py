@@ -587,4 +587,18 @@ async def test_what_replicas_cannot_do_yet_is_refused_for_what_it_is(
             {**r3, "name": "R1", "subjects": ["r1.>"], "storage": "memory"},
         )
         assert reply.get("error") == change
+    # A restore and a template do not set up a replica group yet.
+    other_ways = {
+        "code": 500,
+        "err_code": 10052,
+        "description": "restoring or templating replicated streams is not supported yet",
+    }
+    r3m = stream_config("R3M", ["r3m.>"], num_replicas=3, storage="memory")
+    restore = await js_api(
+        js_clients[1], "$JS.API.STREAM.RESTORE.R3M", {"config": r3m, "state": {}}
+    )
+    assert restore.get("error") == other_ways, restore
+    template = {"name": "T", "config": {**r3m, "name": "", "subjects": ["t.*"]}, "max_streams": 2}
+    created = await js_api(js_clients[2], "$JS.API.STREAM.TEMPLATE.CREATE.T", template)
+    assert created.get("error") == other_ways, created
     assert await stream_names(js_clients[1]) == ["R1"]
