@@ -44,6 +44,12 @@ log = logging.getLogger("headwater.server")
 
 LEADING_TIMEOUT_S = 5.0
 """How long a STREAM.CREATE waits for its new group to lead before 10008."""
+RECORD_SWAP_TIMEOUT_S = 1.0
+"""How long one swap of a group record may wait on etcd. When etcd's own leader died with a
+server, a member forwards a swap to it until etcd notices (about a second), then answers
+nothing for seconds: a swap that gets no answer soon is given up (its outcome unknown, which
+the core expects) and proposed again, and the one after etcd's election goes through. A
+stream's failover waits on this."""
 
 
 def groups_dir(root: Path) -> Path:
@@ -144,7 +150,7 @@ class Replicas:
                     svc.server.server_id,
                     log=wal,
                     transport=svc.client,
-                    store=GroupStore(self.clustered.meta),
+                    store=GroupStore(self.clustered.meta, RECORD_SWAP_TIMEOUT_S),
                     resolve=self.clustered.server_id,
                     recovered=recovered,
                 )
