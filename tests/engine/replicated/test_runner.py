@@ -478,7 +478,8 @@ async def test_unreachable_etcd_leaves_the_runner_idle_and_closable(hub: Server)
         await runner.start()
         await asyncio.sleep(0.8)  # the watch fails and retries meanwhile
         assert not runner.is_leader and runner.failed is None
-        runner.propose(b"msg:x", "token")
+        runner.propose(b"msg:x", "token")  # reaches the core at the end of this pass
+        await wait_until(lambda: bool(answers), 1.0, "the proposal answered")
         assert answers == [("token", None)]  # no record: not the leader
     finally:
         await asyncio.wait_for(runner.close(), 2.0)

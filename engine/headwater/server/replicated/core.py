@@ -82,6 +82,8 @@ base + 1: the caller rebuilds its state from its snapshot (or skips what that al
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -251,7 +253,8 @@ class Replica:
         self._recv: dict[str, int] = {}  # -1: no ok reply yet in this epoch
         self._match: dict[str, int] = {}
         self._progress: dict[str, int] = {}
-        self._tokens: list[tuple[int, Any]] = []
+        self._tokens: deque[tuple[int, Any]] = deque()
+        """(index, token) of this leader's proposals not yet acknowledged, in index order."""
         self._last_heartbeat = 0
         self._snapshot_sent: dict[str, int] = {}  # follower -> when it was last sent one
 
@@ -342,15 +345,25 @@ class Replica:
         return out + self._report()
 
     def propose(self, op: bytes, token: Any) -> list[Action]:
+        return self.propose_many(((op, token),))
+
+    def propose_many(self, items: Sequence[tuple[bytes, Any]]) -> list[Action]:
+        """Several proposals at once (what arrived in one pass of the owner's loop): their
+        entries in order, one Persist, and one Append to each follower that was caught up."""
+        if not items:
+            return []
         if not self.is_leader:
             hint = self.leader if self.leader != self.name else None
-            return [Rejected(token, hint)]
-        entry = Entry(self.last_index + 1, self.epoch, op)
-        self.log.append(entry)
-        out: list[Action] = [self._persist([entry])]
-        self._tokens.append((entry.index, token))
+            return [Rejected(token, hint) for _, token in items]
+        first = self.last_index + 1
+        entries = [Entry(first + i, self.epoch, op) for i, (op, _) in enumerate(items)]
+        self.log.extend(entries)
+        self._tokens.extend(
+            (entry.index, token) for entry, (_, token) in zip(entries, items, strict=True)
+        )
+        out: list[Action] = [self._persist(entries)]
         for f in self._followers():
-            if self._next[f] == entry.index:
+            if self._next[f] == first:
                 out += self._send_to(f)
         return out
 
@@ -513,7 +526,7 @@ class Replica:
     def _step_down(self, leader: str | None) -> list[Action]:
         self.is_leader = False
         out: list[Action] = [Rejected(token, leader) for _, token in self._tokens]
-        self._tokens = []
+        self._tokens = deque()
         self._next, self._recv, self._match, self._progress = {}, {}, {}, {}
         return out
 
@@ -569,7 +582,7 @@ class Replica:
         self.epoch = rec.epoch
         self.leader = self.name
         self.epoch_start = self.last_index
-        self._tokens = []
+        self._tokens = deque()
         self._last_heartbeat = self.now
         self._snapshot_sent = {}
         # A no-op entry in the new epoch, as Raft's: followers holding an older epoch's
@@ -674,10 +687,11 @@ class Replica:
             out.append(Apply(tuple(self._entries(self.applied, self.commit))))
             self.applied = self.commit
         if self.is_leader:
-            done = [t for t in self._tokens if t[0] <= self.commit]
-            if done:
-                self._tokens = [t for t in self._tokens if t[0] > self.commit]
-                out += [Acknowledge(token, index) for index, token in done]
+            # Proposals are appended in index order: the committed ones are a prefix.
+            tokens = self._tokens
+            while tokens and tokens[0][0] <= self.commit:
+                index, token = tokens.popleft()
+                out.append(Acknowledge(token, index))
         return out
 
     def _maybe_change_in_sync(self) -> list[Action]:

@@ -201,6 +201,7 @@ class GroupRunner:
         self._inputs: deque[tuple[Callable[..., list[Action]], tuple[Any, ...]]] = deque()
         self._busy = False
         self._waiting: dict[int, Any] = {}  # the core's token -> the owner's
+        self._proposing: list[tuple[bytes, int]] = []  # for the core at the end of the pass
         self._next_token = 0
         # Durability: the last index of each Persist not yet synced, in order, and the index
         # the log ends at after every operation handed to it.
@@ -281,7 +282,15 @@ class GroupRunner:
             return
         self._next_token += 1
         self._waiting[self._next_token] = token
-        self._input(self.replica.propose, op, self._next_token)
+        # Proposals of one pass of the loop go to the core together: one Persist and one
+        # Append per follower for all of them (the publishes a client pipelines arrive so).
+        self._proposing.append((op, self._next_token))
+        if len(self._proposing) == 1:
+            asyncio.get_running_loop().call_soon(self._flush_proposals)
+
+    def _flush_proposals(self) -> None:
+        batch, self._proposing = self._proposing, []
+        self._input(self.replica.propose_many, batch)
 
     def snapshot_wanted(self, index: int) -> bool:
         """Would a snapshot at `index` be installed (see the module docstring)?"""
