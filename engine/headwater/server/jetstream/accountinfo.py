@@ -128,8 +128,12 @@ def account_info(streams: Iterable[Stream], stats: ApiStats, domain: str | None)
     """The body of ``$JS.API.INFO`` (after ``type``), keys in nats-server's order."""
     memory = storage = reserved_memory = reserved_storage = count = consumers = 0
     for stream in streams:
-        count += 1
-        consumers += len(stream.public_consumers())
+        # A replicated stream has a replica on several servers, whose answers a cluster adds
+        # up: it counts once, where it leads; its bytes count on every replica (as nats-server
+        # counts an R3 stream's bytes three times).
+        if stream.group is None or stream.group.leading:
+            count += 1
+            consumers += len(stream.public_consumers())
         cfg = stream.config
         used = stream.stored_bytes()
         if cfg.storage == "memory":

@@ -351,7 +351,7 @@ class JetStreamService:
         report: dict[str, Any] = {
             "name": stream.name,
             "created": listed["created"],
-            "cluster": self.cluster_block(),
+            "cluster": self.cluster_block(stream),
         }
         if with_config:
             report["config"] = listed["config"]
