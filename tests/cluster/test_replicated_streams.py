@@ -5,8 +5,9 @@ names a leader and the two other servers as replicas; publishes through any serv
 acknowledged in order and every server reports the same stream; purge, message delete and
 message get work through any server; deleting through any server removes it everywhere; a
 stream keeps every acknowledged message when its leader dies (the publishes go on once the
-others elected a new one). Where Headwater does not do what nats-server does yet, it refuses
-with what is missing (10052), and that is asserted on Headwater only.
+others elected a new one). On Headwater, a server restarted after the leader compacted its
+log past it catches up by a snapshot. Where Headwater does not do what nats-server does yet,
+it refuses with what is missing (10052), and that is asserted on Headwater only.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 
-from headwater.testing import Cluster
+from headwater.testing import Cluster, monitor_json
 
 pytestmark = pytest.mark.timeout(60)
 ON_BOTH = pytest.mark.parametrize("js_cluster", KINDS, indirect=True)
@@ -197,3 +198,43 @@ async def test_what_replicated_streams_do_not_do_yet_is_refused(
         "err_code": 10052,
         "description": "updates of replicated streams are not supported yet",
     }
+
+
+@HEADWATER
+async def test_a_server_back_after_the_leader_compacted_gets_every_message(
+    js_cluster: Cluster, js_clients: list[NATS]
+) -> None:
+    """A follower's server crashes; the others take more than twice the compaction interval
+    (1,000 entries), so the leader's log no longer reaches back to where the crashed one
+    stopped. Restarted, its memory stream is empty: it gets the leader's snapshot, then the
+    log, and its own replica (its /jsz) holds every message again."""
+    created = await create(js_clients[0], r3("BIG", ["big.>"]))
+    leader = js_cluster.names.index(created["cluster"]["leader"])
+    down = next(i for i in range(3) if i != leader)
+    up = next(i for i in range(3) if i not in (leader, down))
+    await publish(js_clients[up], "big.first", b"first")
+    crash(js_cluster, down)
+    count = 2_500
+    sent = 1
+    for start in range(1, count, 100):
+        batch = [f"m{i}".encode() for i in range(start, min(start + 100, count))]
+        acks = await asyncio.gather(*(publish(js_clients[up], "big.m", data) for data in batch))
+        assert all("error" not in a for a in acks), acks
+        sent += len(batch)
+    assert sent == count
+    await asyncio.to_thread(js_cluster.restart, down)
+
+    async def local_messages() -> int | None:
+        try:
+            jsz = await asyncio.to_thread(monitor_json, js_cluster.servers[down].http_port, "/jsz")
+        except OSError:
+            return None
+        return jsz.get("messages") == count and jsz.get("streams") == 1
+
+    await wait_until(local_messages, 20, f"the restarted server holding {count} messages")
+    log = js_cluster.servers[down].log_path.read_text(errors="replace")
+    assert "installed" in log and "snapshot at" in log, log[-2000:]
+    reply = await info(js_clients[up], "BIG")
+    assert reply["state"]["messages"] == count, reply
+    (replica,) = [r for r in reply["cluster"]["replicas"] if r["name"] == js_cluster.names[down]]
+    assert replica["current"] is True, reply["cluster"]

@@ -145,7 +145,7 @@ def _snapshot_of(stream: Stream) -> dict[str, Any]:
         "lseq": stream.lseq,
         "lmsgid": stream.lmsgid,
         "markers": sorted(stream.markers),
-        "dedupe": list(stream.dedupe._ids.items()),
+        "dedupe": stream.dedupe.entries(),
         "next_expiry": stream.store.next_expiry(),
         "subjects": stream.store.subject_state(">"),
     }
@@ -243,10 +243,38 @@ async def test_an_empty_stream_and_a_purged_one(pair: tuple[Stream, Stream, Path
     assert _snapshot_of(b) == _snapshot_of(a)
 
 
-async def test_a_message_removed_before_it_was_sent_fails_the_snapshot(
+async def test_a_message_removed_before_it_was_sent_is_kept_for_the_snapshot(
     pair: tuple[Stream, Stream, Path],
 ) -> None:
-    """The state would never have existed: the producer stops rather than send it."""
+    """Messages at or below the cut that go before the producer read them (a delete, a limit,
+    a subject purge) are copied as they go: the snapshot is still the state at its index."""
+    a, b, tmp = pair
+    _apply(a, _before(BASE))
+    expected = _snapshot_of(a)
+    producer = groupsnapshot.SnapshotProducer(
+        a, 1, 1, chunk_size=1024, frame_size=1024, read_batch=16
+    )
+    chunks = producer.chunks()
+    got = [await anext(chunks)]
+    last = a.state().last_seq
+    assert producer.read_up_to < last - 1
+    _apply(a, [DeleteMsg(last, True), Purge("s.bulk.0", 0, 0)])
+    async for chunk in chunks:
+        got.append(chunk)
+    assert producer.kept_total >= 2 and not producer.kept
+    assert getattr(a.store, "before_remove", None) is None  # no longer watched
+    path = tmp / "snap"
+    path.write_bytes(b"".join(got))
+    installed = await _install(b, path, tmp)
+    await installed.swap_into(b).aclose()
+    assert _snapshot_of(b) == expected
+
+
+async def test_a_bulk_drop_before_the_messages_were_sent_fails_the_snapshot(
+    pair: tuple[Stream, Stream, Path],
+) -> None:
+    """A purge of everything does not copy each message: the state would never have
+    existed, so the producer stops rather than send it (the core asks again)."""
     a, _, _ = pair
     _apply(a, _before(BASE))
     producer = groupsnapshot.SnapshotProducer(
@@ -254,9 +282,8 @@ async def test_a_message_removed_before_it_was_sent_fails_the_snapshot(
     )
     chunks = producer.chunks()
     await anext(chunks)
-    last = a.state().last_seq
-    assert producer.read_up_to < last
-    groupops.apply(a, DeleteMsg(last, True))
+    assert producer.read_up_to < a.state().last_seq
+    groupops.apply(a, Purge("", 0, 0))
     with pytest.raises(SnapshotOverrun, match="removed before the snapshot"):
         for _ in range(100):
             await anext(chunks)

@@ -4,7 +4,9 @@ Three replicas of one memory stream, each with its own internal client on one in
 Headwater server (their group's messages cross its routing as between servers), a real etcd
 member for the group record and real replication logs on disk. nats-py publishes to the
 stream's subject: only the leader takes the message, and the ack comes once a quorum holds
-it; every replica ends with the same messages, through a change of leader too.
+it; every replica ends with the same messages, through a change of leader too. With a small
+compaction interval and small log segments, a replica stopped while the leader compacted past
+it drops its own compacted log at restart and catches up by a snapshot and the log.
 """
 
 from __future__ import annotations
@@ -25,12 +27,11 @@ from headwater.server.jetstream.accountinfo import Resources
 from headwater.server.jetstream.stream import Stream, store_limits
 from headwater.server.jetstream.streamconfig import StreamConfig
 from headwater.server.jetstream.streamconfig_validate import apply_defaults
-from headwater.server.jetstream.streamgroup import StreamGroup
+from headwater.server.jetstream.streamgroup import StreamGroup, open_log
 from headwater.server.meta.client import MetaClient
 from headwater.server.node import Server
 from headwater.server.replicated.groupstore import GroupStore
 from headwater.server.replicated.record import GroupRecord
-from headwater.server.replicated.wal import ReplicationLog
 from headwater.server.store import StoreConfig, open_store
 
 from .conftest import wait_until
@@ -41,10 +42,24 @@ NAMES = ("s1", "s2", "s3")
 IDS = {name: f"ID{name.upper()}" for name in NAMES}
 
 
+COMPACT = 20
+"""The compaction interval of the tests that compact (entries)."""
+SEGMENT = 2048
+"""Their log segments (bytes): small, so that the disk log is compacted too."""
+
+
 class Replica:
     """One server's replica: its stream (memory store), log, etcd client and group."""
 
-    def __init__(self, name: str, hub: Server, urls: list[str], wal_dir: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        hub: Server,
+        urls: list[str],
+        wal_dir: Path,
+        compact_every: int = 10_000,
+        segment_bytes: int = 64 << 20,
+    ) -> None:
         self.name = name
         self.client = InternalClient(hub, f"replica-{name}")
         self.meta = MetaClient(urls, "test", timeout=2.0)
@@ -69,7 +84,7 @@ class Replica:
             api_prefixes=("$JS.API",),
             durable_acks=False,
         )
-        self.log, recovered = ReplicationLog.open(wal_dir)
+        self.log, recovered, self.lost = open_log(wal_dir, segment_bytes)
         self.group = StreamGroup(
             self.stream,
             name,
@@ -79,6 +94,9 @@ class Replica:
             store=GroupStore(self.meta),
             resolve=IDS.get,
             recovered=recovered,
+            snapshot_dir=wal_dir / "snapshots",
+            compact_every=compact_every,
+            lost_state=self.lost,
         )
 
     @property
@@ -114,6 +132,57 @@ async def replicas(
             await asyncio.wait_for(replica.stop(), 5.0)
 
 
+class Compacting:
+    """Three replicas that compact every `COMPACT` entries on logs of small segments; a
+    replica can be stopped and started again (a new process: an empty memory stream)."""
+
+    def __init__(self, hub: Server, urls: list[str], root: Path) -> None:
+        self.hub = hub
+        self.urls = urls
+        self.root = root
+        self.replicas: dict[str, Replica] = {}
+
+    async def start(self, name: str) -> Replica:
+        replica = Replica(
+            name,
+            self.hub,
+            self.urls,
+            self.root / name,
+            compact_every=COMPACT,
+            segment_bytes=SEGMENT,
+        )
+        self.replicas[name] = replica
+        await replica.group.start()
+        return replica
+
+    async def stop(self, name: str) -> None:
+        await asyncio.wait_for(self.replicas[name].stop(), 5.0)
+
+    def up(self) -> list[Replica]:
+        return [r for r in self.replicas.values() if r.up]
+
+
+@pytest.fixture
+async def compacting(
+    hub: Server, etcd_urls: list[str], tmp_path: Path
+) -> AsyncIterator[Compacting]:
+    group = Compacting(hub, etcd_urls, tmp_path)
+    meta = MetaClient(etcd_urls, "test", timeout=2.0)
+    try:
+        assert await GroupStore(meta).create(
+            "ORDERS", GroupRecord(NAMES, 1, "s1", frozenset(NAMES))
+        )
+    finally:
+        await meta.close()
+    try:
+        for name in NAMES:
+            await group.start(name)
+        yield group
+    finally:
+        for replica in group.up():
+            await asyncio.wait_for(replica.stop(), 5.0)
+
+
 @pytest.fixture
 async def nc(hub: Server) -> AsyncIterator[Client]:
     client = await nats.connect(f"nats://127.0.0.1:{hub.port}", allow_reconnect=False)
@@ -143,6 +212,92 @@ async def publish(
 def alike(replicas: list[Replica], count: int) -> bool:
     up = [r.messages() for r in replicas if r.up]
     return all(len(m) == count and m == up[0] for m in up)
+
+
+def replica_state(r: Replica) -> tuple[object, ...]:
+    """What later decisions depend on, beside the messages."""
+    st = r.stream.state()
+    return (
+        st.first_seq,
+        st.last_seq,
+        st.msgs,
+        r.stream.lseq,
+        r.stream.lmsgid,
+        tuple(r.stream.dedupe.entries()),
+    )
+
+
+async def publish_many(nc: Client, prefix: str, count: int, window: int = 50) -> list[dict]:
+    """`count` publishes, `window` of them in flight at a time (each one retried until
+    acknowledged, bounded)."""
+    acks: list[dict] = []
+    for start in range(0, count, window):
+        batch = range(start, min(start + window, count))
+        acks += await asyncio.gather(
+            *(
+                publish(nc, f"orders.{i % 7}", f"{prefix}{i}".encode(), f"{prefix}{i}")
+                for i in batch
+            )
+        )
+    return acks
+
+
+async def test_a_replica_behind_the_compacted_log_catches_up_by_snapshot(
+    compacting: Compacting, nc: Client
+) -> None:
+    """Stopped after it compacted its own log, while the others publish far past the leader's
+    compaction: at restart it drops its log (its memory stream is empty), gets the leader's
+    snapshot and then the log, and all three replicas end identical."""
+    acks = await publish_many(nc, "a", 5 * COMPACT)
+    assert sorted(a["seq"] for a in acks) == list(range(1, 5 * COMPACT + 1))
+    await wait_until(lambda: alike(compacting.up(), 5 * COMPACT), 10, "replicated")
+    (leader,) = [r for r in compacting.up() if r.group.runner.is_leader]
+    behind = next(r for r in compacting.up() if r is not leader)
+    await compacting.stop(behind.name)
+    assert behind.log.first_index > 1  # its disk log was compacted too
+    acks = await publish_many(nc, "b", 6 * COMPACT)
+    assert {a["seq"] for a in acks} == set(range(5 * COMPACT + 1, 11 * COMPACT + 1))
+    assert leader.group.runner.replica.base > 5 * COMPACT  # the log no longer reaches it
+
+    back = await compacting.start(behind.name)
+    assert back.lost and back.group.runner.replica.last_index == 0  # started empty
+    await wait_until(lambda: alike(compacting.up(), 11 * COMPACT), 20, "caught up")
+    assert back.group.snapshots_installed >= 1 and leader.group.snapshots_sent >= 1
+    # It goes on from the log: more publishes reach it by entries, not snapshots.
+    installed = back.group.snapshots_installed
+    await publish_many(nc, "c", COMPACT)
+    await wait_until(lambda: alike(compacting.up(), 12 * COMPACT), 10, "more replicated")
+    assert back.group.snapshots_installed == installed
+    states = {replica_state(r) for r in compacting.up()}
+    assert len(states) == 1, states
+    # And it answers a duplicate as the others would: the window came with the snapshot.
+    again = await publish(nc, "orders.1", b"b1", "b1")
+    assert again.get("duplicate") is True, again
+
+
+async def test_the_log_in_memory_stays_bounded(compacting: Compacting, nc: Client) -> None:
+    await publish_many(nc, "m", 15 * COMPACT)
+    await wait_until(lambda: alike(compacting.up(), 15 * COMPACT), 10, "replicated")
+    for r in compacting.up():
+        core = r.group.runner.replica
+        assert core.last_index - core.base < 2 * COMPACT + 10, (r.name, core.base)
+        assert core.base > 12 * COMPACT, (r.name, core.base)
+
+
+async def test_replicas_without_their_state_never_lead(compacting: Compacting, nc: Client) -> None:
+    """Every replica restarts after compacting (a whole cluster of memory streams): each
+    lost its state, so none may lead (leading on empty would lose what was acknowledged if
+    the others were only out of reach); the stream stays without a leader, and says so."""
+    await publish_many(nc, "p", 3 * COMPACT)
+    await wait_until(lambda: alike(compacting.up(), 3 * COMPACT), 10, "replicated")
+    for name in NAMES:
+        await compacting.stop(name)
+    back = [await compacting.start(name) for name in NAMES]
+    assert all(r.lost for r in back)
+    deadline = time.monotonic() + 3.0  # ten election timeouts
+    while time.monotonic() < deadline:
+        assert not any(r.group.runner.is_leader for r in back)
+        await asyncio.sleep(0.05)
 
 
 async def test_publishes_are_acknowledged_once_replicated_and_stored_alike(

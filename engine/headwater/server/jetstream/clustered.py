@@ -437,6 +437,8 @@ class ClusteredJetStream:
             placed = self.placements.get(name)
             if placed is None:
                 self.created_here(name)
+            elif placed.replicated:
+                continue  # a replica, opened from its placement (jetstream.replicas)
             elif placed.server != self.name:
                 log.error(
                     "JetStream cluster: stream %r is placed on %s, yet a copy is here",

@@ -27,12 +27,17 @@ slice at a time, while the replica goes on applying entries: those stored past t
 would make the snapshot a state that never existed (the follower would then decide the
 entries after ``index`` on a stream missing that message: a per-subject limit, a
 Nats-Expected-Last-Subject-Sequence or a byte limit may then decide differently, so "a
-removal of an absent message is a no-op" is not enough). The producer notices it (the live
-messages left up to the cut are counted after every read) and fails with
-:class:`SnapshotOverrun`; the transfer is abandoned and the core asks again after its
-``snapshot_interval``. Removals of messages already read do no harm: the follower applies
-them again after installing. Reads run ahead of the consumer by at most one frame and one
-batch of reads.
+removal of an absent message is a no-op" is not enough). So the producer watches the store's
+``before_remove`` hook and keeps a copy of each such message as it goes (a stream at its
+``max_msgs`` removes its oldest, unread, message at every publish: without the copies no
+snapshot of a busy stream would ever finish); the copies are merged into the reads in
+sequence order. They cost memory up to the snapshot's own messages at worst, and are freed as
+they are sent. Bulk drops (a purge of everything or below a sequence) do not go through the
+hook: the producer notices them (the live messages left up to the cut, plus its copies, are
+counted after every read) and fails with :class:`SnapshotOverrun`; the transfer is abandoned
+and the core asks again after its ``snapshot_interval``. Removals of messages already read do
+no harm: the follower applies them again after installing. Reads run ahead of the consumer by
+at most one frame and one batch of reads.
 
 **Installing** (:func:`install`). A snapshot file (the transfer's verified sink) becomes a new
 store built beside the replica's (memory, or file in a directory the owner gives), read a
@@ -41,14 +46,14 @@ batch at a time in a worker thread (constant memory) and stored on the loop in
 damaged or cut file, an archive without the replica state, another stream's or another
 index's snapshot) raises :class:`SnapshotError` and deletes the new store: the replica is
 untouched. :meth:`Installed.swap_into` then replaces the replica's state in one synchronous
-step; the owner closes (or deletes) the old store it returns and tells the core
-(``install_snapshot``) in the same step.
+step (:meth:`Stream.replace_state`); the owner closes (or deletes) the old store it returns
+and tells the core (``install_snapshot``) in the same step.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
+import heapq
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,7 +67,7 @@ from headwater.archive.writer import DEFAULT_FRAME_SIZE
 from headwater.server.budget import PassBudget
 from headwater.server.protocol import headers
 from headwater.server.store import StoreConfig, StoreError, StreamStore, SyncPolicy, open_store
-from headwater.server.store.base import ByteBudget
+from headwater.server.store.base import ByteBudget, StoredMsg
 
 from . import publish
 from .snapshot import archived_stream
@@ -162,14 +167,12 @@ class SnapshotProducer:
         self.read_batch = read_batch
         # Everything but the messages, now: later applies change all of it.
         record = archived_stream(stream)
-        # Dedupe has no public view of its entries yet (a hook asked for: Dedupe.entries()).
-        ids = stream.dedupe._ids
         state = ReplicaState(
             index=index,
             epoch=epoch,
             lseq=stream.lseq,
             lmsgid=stream.lmsgid,
-            dedupe=[(k, v[0], v[1]) for k, v in ids.items()],
+            dedupe=stream.dedupe.entries(),
             markers=sorted(stream.markers),
         )
         self.header = ArchivedStream(
@@ -184,15 +187,61 @@ class SnapshotProducer:
         self.read_up_to = 0
         """Messages up to this sequence are read: removing them now does no harm."""
         self.bytes = 0
+        self.kept: dict[int, StoredMsg] = {}
+        """Copies of unread messages up to the cut that were removed meanwhile."""
+        self._kept_seqs: list[int] = []  # a heap of kept's keys
+        self.kept_total = 0
+        """Messages kept this way in all (tests and logs)."""
+        self._watching = _watch(self.store, self)
+
+    def close(self) -> None:
+        """Stop watching the store's removals (done when :meth:`chunks` ends; call it when
+        the chunks are never read)."""
+        if self._watching:
+            self._watching = False
+            _unwatch(self.store, self)
+        self.kept.clear()
+        self._kept_seqs.clear()
+
+    def _keep(self, seq: int) -> None:
+        """The store is about to remove ``seq``: keep a copy if it is still to be sent."""
+        if self.read_up_to < seq <= self.cut and seq not in self.kept:
+            msg = self.store.load_msg(seq)
+            if msg is not None:
+                self.kept[seq] = msg
+                heapq.heappush(self._kept_seqs, seq)
+                self.kept_total += 1
 
     def _left_up_to_cut(self, start: int) -> int:
-        """Live messages in ``[start, cut]`` right now."""
+        """Messages still to send in ``[start, cut]`` right now: live ones and copies."""
         store = self.store
-        return store.num_pending(">", start) - store.num_pending(">", self.cut + 1)
+        live = store.num_pending(">", start) - store.num_pending(">", self.cut + 1)
+        return live + len(self.kept)
+
+    def _read(self, seq: int) -> list[StoredMsg]:
+        """The messages to send from ``seq`` on, in order, one read's worth: the store's up
+        to the cut and the copies up to the last one the store gave."""
+        batch = self.store.load_next_batch(">", seq, self.read_batch, READ_BYTES)
+        msgs = [m for m in batch if m.seq <= self.cut]
+        # A short read may have been cut by count or bytes: copies past its last message
+        # wait for the next one (an empty read reaches the cut).
+        hi = min(batch[-1].seq, self.cut) if batch else self.cut
+        if self._kept_seqs and self._kept_seqs[0] <= hi:
+            while self._kept_seqs and self._kept_seqs[0] <= hi:
+                msgs.append(self.kept.pop(heapq.heappop(self._kept_seqs)))
+            msgs.sort(key=_seq_of)
+        return msgs
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The archive, ``chunk_size`` bytes at a time (the last one shorter). Raises
         :class:`SnapshotOverrun` (see the module docstring) or the store's error."""
+        try:
+            async for piece in self._chunks():
+                yield piece
+        finally:
+            self.close()
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
         buf = bytearray()
         writer = ArchiveWriter(buf.extend, self.compression, self.frame_size)
         # The dedupe window may hold many ids: its JSON is built off the loop.
@@ -206,10 +255,7 @@ class SnapshotProducer:
             while len(buf) < self.chunk_size and not done:
                 if self.store is not self.stream.store:
                     raise SnapshotError("the stream's store was replaced during the snapshot")
-                batch = self.store.load_next_batch(">", seq, self.read_batch, READ_BYTES)
-                for msg in batch:
-                    if msg.seq > self.cut:
-                        break
+                for msg in self._read(seq):
                     writer.write_message(msg.seq, msg.subject, msg.hdr, msg.data, msg.ts)
                     self.sent_messages += 1
                     seq = msg.seq + 1
@@ -231,6 +277,45 @@ class SnapshotProducer:
             del buf[: self.chunk_size]
             self.bytes += len(piece)
             yield piece
+
+
+def _seq_of(msg: StoredMsg) -> int:
+    return msg.seq
+
+
+class _Keepers:
+    """A store's ``before_remove`` while snapshot producers read it: tells each one."""
+
+    def __init__(self) -> None:
+        self.producers: set[SnapshotProducer] = set()
+
+    def __call__(self, seq: int) -> None:
+        for producer in list(self.producers):
+            producer._keep(seq)
+
+
+def _watch(store: StreamStore, producer: SnapshotProducer) -> bool:
+    """Have ``producer`` told of ``store``'s removals; False when the store has no such hook
+    (or another user holds it): overruns are then only detected."""
+    hook = getattr(store, "before_remove", _NO_HOOK)
+    if hook is None:
+        hook = _Keepers()
+        store.before_remove = hook  # type: ignore[attr-defined]
+    if not isinstance(hook, _Keepers):
+        return False
+    hook.producers.add(producer)
+    return True
+
+
+def _unwatch(store: StreamStore, producer: SnapshotProducer) -> None:
+    hook = getattr(store, "before_remove", None)
+    if isinstance(hook, _Keepers):
+        hook.producers.discard(producer)
+        if not hook.producers:
+            store.before_remove = None  # type: ignore[attr-defined]
+
+
+_NO_HOOK = object()
 
 
 def produce(stream: Stream, index: int, epoch: int, **options: Any) -> AsyncIterator[bytes]:
@@ -261,26 +346,11 @@ class Installed:
 
     def swap_into(self, stream: Stream) -> StreamStore:
         """Make this the replica's state, in one synchronous step: its store, the duplicate
-        window, ``lseq``/``lmsgid`` and the markers. Returns the old store, which the owner
-        closes (``aclose``) or deletes (``adelete``) afterwards."""
+        window, ``lseq``/``lmsgid`` and the markers (:meth:`Stream.replace_state`). Returns
+        the old store, which the owner closes (``aclose``) or deletes (``adelete``)
+        afterwards."""
         st = self.state
-        old = stream.store
-        store = self.store
-        # What Stream.__init__ wires on its store: no Stream method takes a new store yet
-        # (the hook asked for: Stream.replace_state), so its private parts are set here.
-        store.on_remove = stream._removed
-        store.on_failure = stream._store_failed
-        stream.store = store
-        stream.lseq = st.lseq
-        stream.lmsgid = st.lmsgid
-        dedupe = publish.Dedupe(stream.config.duplicate_window)
-        dedupe.load_older(OrderedDict((k, (seq, ts)) for k, seq, ts in st.dedupe))
-        stream.dedupe = dedupe
-        stream._dedupe_loaded = True  # the window came with the snapshot
-        stream.markers = set(st.markers)
-        old.on_remove = None
-        old.on_failure = None
-        return old
+        return stream.replace_state(self.store, st.dedupe, st.lseq, st.lmsgid, st.markers)
 
     async def discard(self) -> None:
         await self.store.adelete()

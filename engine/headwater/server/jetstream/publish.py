@@ -109,6 +109,11 @@ class Dedupe:
             older[msg_id] = entry
         self._ids = older
 
+    def entries(self) -> list[tuple[str, int, int]]:
+        """The window as (id, seq, ts ns) in arrival order, oldest first (a replica's
+        snapshot carries it; expired ones may still be there: each use drops them)."""
+        return [(msg_id, seq, ts) for msg_id, (seq, ts) in self._ids.items()]
+
     def __len__(self) -> int:
         return len(self._ids)
 

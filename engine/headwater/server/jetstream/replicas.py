@@ -8,11 +8,15 @@ validates the config, writes it into the placement, writes the group record (``g
 peer opens its replica when the placement with the config reaches it (the watch, or its load
 at start). A replica is a :class:`StreamGroup` over a :class:`Stream` registered in the
 service like any other, so the stream's requests are answered from it where it leads; its
-log is a :class:`ReplicationLog` in ``<store_dir>/jetstream/groups/<name>/``. Deleting the
-placement removes every replica and its log.
+log is a :class:`ReplicationLog` in ``<store_dir>/jetstream/groups/<name>/`` (and the
+snapshots it receives are written in its ``snapshots/``). Deleting the placement removes
+every replica and its log.
 
-Memory storage only for now: a restarted replica starts from an empty stream and applies its
-whole log again (the log is not compacted yet, docs/REPLICATION.md, "Status").
+Memory storage only for now. Each replica compacts its log every
+:data:`streamgroup.COMPACT_EVERY` applied entries; a restarted replica starts from an empty
+stream and applies its log again if it still starts at index 1, else drops it and catches up
+from the leader by a snapshot (:func:`streamgroup.open_log`; the module docstring of
+:mod:`.streamgroup` says why).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from . import errors
 from .registry import NameTaken
 from .stream import Stream
 from .streamconfig import StreamConfig
-from .streamgroup import StreamGroup
+from .streamgroup import SNAPSHOTS, StreamGroup, open_log
 
 if TYPE_CHECKING:
     from .clustered import ClusteredJetStream
@@ -141,7 +145,7 @@ class Replicas:
         with claim:
             try:
                 directory = groups_dir(svc.root) / name
-                wal, recovered = await asyncio.to_thread(ReplicationLog.open, directory)
+                wal, recovered, lost = await asyncio.to_thread(open_log, directory)
                 stream = svc.new_stream(cfg, time.time_ns())
                 assert svc.client is not None and self.clustered.meta is not None
                 group = StreamGroup(
@@ -153,6 +157,8 @@ class Replicas:
                     store=GroupStore(self.clustered.meta, RECORD_SWAP_TIMEOUT_S),
                     resolve=self.clustered.server_id,
                     recovered=recovered,
+                    snapshot_dir=directory / SNAPSHOTS,
+                    lost_state=lost,
                 )
                 claim.install(stream)
                 await group.start()

@@ -27,7 +27,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -331,6 +331,45 @@ class Stream:
 
     def state(self, deleted_details: bool = False) -> StreamState:
         return self.store.state(deleted_details)
+
+    def replace_state(
+        self,
+        store: StreamStore,
+        dedupe: Iterable[tuple[str, int, int]],
+        lseq: int,
+        lmsgid: str,
+        markers: Iterable[int],
+    ) -> StreamStore:
+        """Make ``store`` this stream's, with the duplicate window ``dedupe`` ((id, seq, ts
+        ns) in arrival order), ``lseq``/``lmsgid`` and the subject delete ``markers``, in one
+        synchronous step (a replica installing a snapshot, docs/REPLICATION.md, "Catching
+        up"). Returns the old store, unhooked, for the caller to close or delete.
+
+        The window comes whole, so no load from the store is pending after this: a load or a
+        marker scan still walking the old store is cancelled, and messages held for the load
+        are dropped (their publishers get no answer and publish again, as when a leader
+        changes). Expiry is armed again from the new store (a replica's timer only proposes,
+        and only while it leads)."""
+        old = self.store
+        for task in list(self._tasks):
+            task.cancel()  # walks over the old store: what they would find came with the state
+        self._held = None
+        self._scanning = False
+        store.on_remove = self._removed
+        store.on_failure = self._store_failed
+        self.store = store
+        self.lseq = lseq
+        self.lmsgid = lmsgid
+        window = publish.Dedupe(self.config.duplicate_window)
+        window.load_older(OrderedDict((k, (seq, ts)) for k, seq, ts in dedupe))
+        self.dedupe = window
+        self._dedupe_loaded = True
+        self.markers = set(markers)
+        old.on_remove = None
+        old.on_failure = None
+        self._cancel_expiry()
+        self._arm_expiry(force=True)
+        return old
 
     def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
         """STREAM.PURGE (see :meth:`_purge`), then let the consumers catch up with it."""

@@ -18,29 +18,73 @@ group's log (a :class:`GroupRunner`) (docs/REPLICATION.md, "Applying").
   it proposes :class:`groupops.Expire` (one at a time), and the timer is armed again once an
   Expire is applied. Replicas remove nothing by their own clocks.
 - **Leadership**: the runner's ``on_leadership`` makes the stream take its messages, or stop.
+- **Snapshots** (docs/REPLICATION.md, "Catching up") go through a :class:`Transfers` of the
+  group's own (``$HW.SNAP.<stream>.<server id>``, the runner's transport). The runner's
+  ``on_send_snapshot`` starts a :class:`groupsnapshot.SnapshotProducer` in the callback (the
+  state as of the index it just applied) and hands its chunks to ``Transfers.send``. A
+  received snapshot (``on_complete``) is installed into a new store in a task; if the runner
+  still wants it then, the stream takes its state (``Installed.swap_into``) and the runner is
+  told (``install_snapshot``) in one synchronous step, and the old store is closed.
+- **Compaction**: every ``compact_every`` applied entries the replica compacts the runner's
+  log and its disk log up to its applied index; the leader keeps the entries a follower
+  within ``compact_every`` of it still needs, so that a short lag costs entries, not a
+  snapshot. The log in memory thus holds at most about ``2 * compact_every`` entries.
+
+**What compaction may drop, for a memory stream.** Its state lives only in this process: no
+snapshot of it is on this server's disk. Dropping entries is still safe while the process
+runs (the state holds them, and the leader sends a follower that needs them a snapshot
+produced from its live state). After a restart the stream is empty, so:
+
+- a log that still starts at index 1 is replayed whole (the core applies it again as the
+  leader's commit index allows): the state is rebuilt exactly;
+- a log compacted past index 1 (``first_index`` > 1) cannot be replayed: its base is state
+  this process no longer has, and applying the entries after it to an empty stream would
+  make a state no replica ever had. :func:`open_log` deletes such a log and the replica
+  starts empty from base (0, 0), as a new replica: the leader, whose log no longer reaches
+  back to 1, sends it a snapshot, then the log.
+
+Such a replica has lost entries it once reported durable, while the record may still list
+it in ``in_sync``: it must not lead before it holds the state again, or a stream whose other
+replicas are only out of reach for a while would lead on empty and lose what was
+acknowledged. So until it installed a snapshot its campaigns are refused here (the runner's
+etcd swap is not made, an unknown outcome to the core); the leader meanwhile either catches
+it up or takes it out of ``in_sync``. When every replica lost its state (every server
+restarted after their logs were compacted) none may lead: publishes find no responders
+until the stream is deleted and created again (and its requests are still answered from a
+replica's empty state: not yet refused). nats-server brings such a memory stream back empty;
+telling
+"every replica lost it" from "the others are out of reach" needs the record to say which
+replicas lost their state, which it does not yet.
 
 A failure to apply (``groupops.OpError``, this server's store failing) stops the runner as a
 crash would (the runner's rule for its owner's callbacks).
 
 Not yet here: a restart from a file store and the log (the stream must then apply the log
-past its last snapshot only: docs/REPLICATION.md, "Status"), snapshots sent and installed,
-consumers, and the API requests that change the stream (delete, purge, update).
+past its last snapshot only: docs/REPLICATION.md, "Status"), consumers, and the API requests
+that change the stream's config.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from headwater.server.replicated.core import Config
 from headwater.server.replicated.groupstore import GroupStore
 from headwater.server.replicated.messages import Entry
+from headwater.server.replicated.record import GroupRecord
 from headwater.server.replicated.runner import GroupRunner, ReplicaLog, Resolve, Transport
+from headwater.server.replicated.transfer import FileSink, Transfers, file_sinks
+from headwater.server.replicated.wal import SEGMENT_BYTES, ReplicationLog
 
-from . import errors, groupops, publish
+from . import errors, groupops, groupsnapshot, publish
 from .stream import Stream
 from .wire import rfc3339
 
@@ -48,6 +92,47 @@ log = logging.getLogger("headwater.server.jetstream.streamgroup")
 
 Answer = Callable[[groupops.Outcome | None], None]
 """What a proposal's outcome goes to once committed here (None: not committed here)."""
+
+COMPACT_EVERY = 1_000
+"""Applied entries between two compactions. A memory stream compacts without writing
+anything, so this only bounds memory (about twice this many entries in the log) against how
+far behind a follower may fall and still catch up from the log instead of a snapshot."""
+SNAPSHOTS = "snapshots"
+"""The directory, in a replica's log directory, where received snapshots are written."""
+
+
+def open_log(
+    directory: Path, segment_bytes: int = SEGMENT_BYTES
+) -> tuple[ReplicationLog, list[Entry], bool]:
+    """Open a memory stream replica's log in ``directory`` at start: the log, the entries to
+    start the runner with (from base (0, 0)) and whether the replica lost state it had (its
+    log was compacted past index 1, so it was deleted: see the module docstring). Snapshots
+    left half received by an earlier run are deleted. Blocking: call it in a thread."""
+    snapshots = directory / SNAPSHOTS
+    if snapshots.is_dir():
+        for part in snapshots.iterdir():
+            with contextlib.suppress(OSError):
+                part.unlink()
+    wal, recovered = ReplicationLog.open(directory, segment_bytes=segment_bytes)
+    if wal.first_index <= 1:
+        return wal, recovered, False
+    log.warning(
+        "replica log %s starts at %d: the memory stream's state before it is gone; the log "
+        "is dropped and the replica catches up from its leader",
+        directory,
+        wal.first_index,
+    )
+    wal.close()
+    # Newest first: a crash in between leaves a log that still starts past 1 (dropped again).
+    for seg in sorted(directory.glob("*.log"), reverse=True):
+        seg.unlink()
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    wal, recovered = ReplicationLog.open(directory, segment_bytes=segment_bytes)
+    return wal, recovered, True
 
 
 class StreamGroup:
@@ -67,15 +152,25 @@ class StreamGroup:
         recovered: Sequence[Entry] = (),
         base: tuple[int, int] = (0, 0),
         config: Config | None = None,
+        snapshot_dir: Path | None = None,
+        compact_every: int = COMPACT_EVERY,
+        lost_state: bool = False,
     ) -> None:
+        if compact_every < 1:
+            raise ValueError("compact_every must be positive")
         self.stream = stream
+        self.name = name
+        self.compact_every = compact_every
+        self.lost_state = lost_state
+        """This replica restarted without the state its log was compacted over: it refuses
+        to lead until a snapshot is installed."""
         self.runner = GroupRunner(
             stream.name,
             name,
             my_id,
             log=log,
             transport=transport,
-            store=store,
+            store=_Campaigns(store, self),
             resolve=resolve,
             recovered=recovered,
             base=base,
@@ -84,7 +179,29 @@ class StreamGroup:
             on_acknowledge=self._on_answer,
             on_rejected=self._on_rejected,
             on_leadership=self._on_leadership,
+            on_send_snapshot=self._on_send_snapshot,
         )
+        snapshots = snapshot_dir if snapshot_dir is not None else Path(tempfile.gettempdir())
+        self.transfers = Transfers(
+            stream.name,
+            my_id,
+            transport=transport,
+            resolve=resolve,
+            open_sink=file_sinks(snapshots),
+            on_complete=self._on_snapshot,
+            accept=lambda index, epoch: self.runner.snapshot_wanted(index),
+        )
+        self._snapshot_dir = snapshots
+        self._resolve = resolve
+        self._sending: dict[str, tuple[asyncio.Task[str], str | None]] = {}
+        """Follower name -> the transfer to it in progress, and the server id it goes to."""
+        self._applied = base[0]
+        self._compacted = base[0]
+        self._compacted_at = base[0]  # the applied index of the last compaction
+        self._installing: asyncio.Task[None] | None = None
+        self.snapshots_sent = 0
+        self.snapshots_installed = 0
+        """Counts, for tests and logs."""
         self.leading = False
         self._taken = False
         self._taking: asyncio.Task[None] | None = None
@@ -97,13 +214,24 @@ class StreamGroup:
 
     async def start(self) -> None:
         self.stream.group = self
+        self._snapshot_dir.mkdir(parents=True, exist_ok=True)
         await self.stream.start()
+        await self.transfers.start()
         await self.runner.start()
 
     async def close(self) -> None:
         await self.runner.close()
+        await self.transfers.close()
+        if self._installing is not None:
+            self._installing.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._installing
         if self._taking is not None:
             self._taking.cancel()
+
+    def may_lead(self) -> bool:
+        """Whether this replica may make itself leader now (see the module docstring)."""
+        return not self.lost_state
 
     # The leader's side ----------------------------------------------------------------------
 
@@ -194,6 +322,99 @@ class StreamGroup:
             if isinstance(op, groupops.Expire):
                 self.stream._arm_expiry(force=True)
         self._outcomes = outcomes
+        if entries:
+            self._applied = entries[-1].index
+            if self._applied - self._compacted_at >= self.compact_every:
+                self._compact()
+
+    def _compact(self) -> None:
+        """Drop the entries the stream's state holds from the runner's log and the disk's
+        (the runner's compaction runs right after the Apply being processed)."""
+        applied = self._applied
+        self._compacted_at = applied
+        upto = applied
+        followers = self.runner.replica.followers()  # empty unless leading
+        if followers:
+            # A follower close behind gets entries, not a whole snapshot.
+            lowest = min(match for _, _, match, _ in followers)
+            upto = max(min(applied, lowest), applied - self.compact_every)
+        if upto <= self._compacted:
+            return
+        self.runner.compact(upto)
+        compact = getattr(self.runner.log, "compact", None)
+        if compact is not None:
+            compact(upto)
+        self._compacted = upto
+
+    # Snapshots ----------------------------------------------------------------------------
+
+    def _on_send_snapshot(self, to: str, index: int, epoch: int) -> None:
+        """The runner wants ``to`` to have the state as of ``index``, just applied: captured
+        now, sent as it is read (one transfer per follower at a time; the core asks again)."""
+        running = self._sending.get(to)
+        if running is not None and not running[0].done():
+            if running[1] != self._resolve(to):
+                # The follower's server restarted under a new id: that transfer goes nowhere
+                # (it would stall for the transfer's stall_s); the next ask starts anew.
+                running[0].cancel()
+            return
+        producer = groupsnapshot.SnapshotProducer(self.stream, index, epoch)
+        task = self.transfers.send(to, index, epoch, producer.chunks())
+        if task is None:
+            producer.close()
+            return
+        self._sending[to] = (task, self._resolve(to))
+        self.snapshots_sent += 1
+
+        def done(task: asyncio.Task[str]) -> None:
+            producer.close()
+            if self._sending.get(to, (None,))[0] is task:
+                del self._sending[to]
+            if not task.cancelled():
+                outcome = task.result()
+                log.info(
+                    "stream %r: snapshot at %d to %s: %s (%d messages, %d bytes)",
+                    self.stream.name,
+                    index,
+                    to,
+                    outcome,
+                    producer.sent_messages,
+                    producer.bytes,
+                )
+
+        task.add_done_callback(done)
+
+    def _on_snapshot(self, index: int, epoch: int, sink: FileSink) -> None:
+        """A snapshot arrived whole: install it in a task (the transfer takes one at a time)."""
+        if self._installing is not None and not self._installing.done():
+            self._installing.cancel()  # a later one superseded it
+        task = asyncio.get_running_loop().create_task(self._install(index, epoch, sink.path))
+        self._installing = task
+
+    async def _install(self, index: int, epoch: int, path: Path) -> None:
+        stream = self.stream
+        try:
+            if not self.runner.snapshot_wanted(index):
+                return
+            installed = await groupsnapshot.install(stream, path, index=index, epoch=epoch)
+            if not self.runner.snapshot_wanted(index):  # applied past it meanwhile, or leads
+                await installed.discard()
+                return
+            # One synchronous step: no entry is applied between the swap and the core's move.
+            old = installed.swap_into(stream)
+            self.runner.install_snapshot(index, epoch)
+            self._applied = self._compacted = self._compacted_at = index
+            self.lost_state = False
+            self.snapshots_installed += 1
+            log.info("stream %r: snapshot at %d (epoch %d) installed", stream.name, index, epoch)
+            await old.aclose()
+        except groupsnapshot.SnapshotError as exc:
+            log.warning("stream %r: snapshot at %d not installed: %s", stream.name, index, exc)
+        except Exception:
+            log.exception("stream %r: snapshot at %d not installed", stream.name, index)
+        finally:
+            with contextlib.suppress(OSError):
+                await asyncio.to_thread(path.unlink, True)
 
     def _on_answer(self, answer: Answer, index: int) -> None:
         outcome = self._outcomes.pop(index, None)
@@ -223,6 +444,36 @@ class StreamGroup:
             leading = self.leading
             await self.stream.take(leading)
             self._taken = leading
+
+
+class _Campaigns:
+    """The runner's :class:`GroupStore`, but for the swaps that would make this replica
+    leader while it may not (:meth:`StreamGroup.may_lead`): those are not made, and the core
+    sees an unknown outcome (it keeps its fence and may ask again)."""
+
+    def __init__(self, store: GroupStore, group: StreamGroup) -> None:
+        self.store = store
+        self.group = group
+        self._warned = False
+
+    def watch(self, stream: str) -> AsyncGenerator[GroupRecord, None]:
+        return self.store.watch(stream)
+
+    async def compare_and_swap(
+        self, stream: str, new: GroupRecord, expected_revision: int
+    ) -> tuple[bool, GroupRecord | None]:
+        group = self.group
+        if new.leader == group.name and not group.runner.is_leader and not group.may_lead():
+            if not self._warned:
+                self._warned = True
+                log.warning(
+                    "stream %r: replica %s lost its state in a restart: it does not lead "
+                    "before it caught up",
+                    stream,
+                    group.name,
+                )
+            return False, None
+        return await self.store.compare_and_swap(stream, new, expected_revision)
 
 
 def _answer_publish(stream: Stream, reply: str) -> Answer:

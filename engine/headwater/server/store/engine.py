@@ -59,6 +59,11 @@ class IndexedStore(ABC):
         """Messages exempt from max_age (Nats-TTL: never)."""
         self._hook_queue: list[tuple[int, str, str]] = []
         self.on_remove: RemoveHook | None = None
+        self.before_remove: Callable[[int], None] | None = None
+        """Called with a sequence just before one message is removed (a limit, expiry,
+        ``remove_msg``, a subject purge), while it can still be read: a replica's snapshot
+        producer keeps a copy of what it has not sent yet. Not called for bulk drops (a purge
+        below a sequence, or of everything). It must not change the store."""
         self.removal_reason = ""
         self.recovery_report = RecoveryReport()
         self.failed: StoreFailed | None = None
@@ -273,6 +278,8 @@ class IndexedStore(ABC):
     # ------------------------------------------------------------------ removal
 
     def _remove(self, seq: int, erase: bool, reason: str = "") -> bool:
+        if self.before_remove is not None:
+            self.before_remove(seq)
         got = self._idx.remove(seq)
         if got is None:
             return False
