@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +70,7 @@ from headwater.server.store import StoreConfig, StoreError, StreamStore, SyncPol
 from headwater.server.store.base import ByteBudget, StoredMsg
 
 from . import publish
+from .restore import next_batch
 from .snapshot import archived_stream
 from .stream import store_limits
 
@@ -95,9 +96,6 @@ CHUNK_SIZE = 256 * 1024
 READ_BATCH = 256
 READ_BYTES = 256 * 1024
 """Messages (and their bytes) the producer reads from the store in one call."""
-INSTALL_RECORDS = 4096
-INSTALL_BYTES = 4 << 20
-"""Archive records (and payload bytes) decoded in the worker thread at a time."""
 
 
 class SnapshotError(Exception):
@@ -356,18 +354,6 @@ class Installed:
         await self.store.adelete()
 
 
-def _next_batch(records: Iterator[object]) -> list[object]:
-    batch: list[object] = []
-    size = 0
-    for record in records:
-        batch.append(record)
-        if type(record) is ArchivedMessage:
-            size += len(record.data) + len(record.hdr)
-        if len(batch) >= INSTALL_RECORDS or size >= INSTALL_BYTES:
-            break
-    return batch
-
-
 async def install(
     stream: Stream,
     path: str | Path,
@@ -429,7 +415,7 @@ async def _load(
         with open(path, "rb") as fh:
             reader = ArchiveReader(fh)
             records = iter(reader)
-            while batch := await asyncio.to_thread(_next_batch, records):
+            while batch := await asyncio.to_thread(next_batch, records):
                 for record in batch:
                     if type(record) is ArchivedMessage:
                         ttl = ttl_ns(record.hdr, cfg)

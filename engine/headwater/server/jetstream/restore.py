@@ -79,7 +79,7 @@ BATCH_BYTES = 4 << 20
 """A batch of archive records decoded in the worker thread at a time."""
 
 
-def _next_batch(records: Iterator[object]) -> list[object]:
+def next_batch(records: Iterator[object]) -> list[object]:
     """Up to :data:`BATCH_RECORDS` records or about :data:`BATCH_BYTES` of payload."""
     batch: list[object] = []
     size = 0
@@ -315,7 +315,7 @@ class RestoreSession:
                 budget = PassBudget()
                 # Decoding (S2 blocks of up to 4 MB, checksums) runs in a worker thread, a
                 # batch at a time; storing runs here, yielding whenever a pass used its slice.
-                while batch := await asyncio.to_thread(_next_batch, records):
+                while batch := await asyncio.to_thread(next_batch, records):
                     for record in batch:
                         if type(record) is ArchivedMessage:
                             ttl = _ttl_ns(record.hdr) if ttl_allowed and record.hdr else 0
