@@ -238,3 +238,28 @@ async def test_a_server_back_after_the_leader_compacted_gets_every_message(
     assert reply["state"]["messages"] == count, reply
     (replica,) = [r for r in reply["cluster"]["replicas"] if r["name"] == js_cluster.names[down]]
     assert replica["current"] is True, reply["cluster"]
+
+
+@ON_BOTH
+async def test_nats_py_jetstream_api_on_an_r3_stream_and_bucket(
+    js_cluster: Cluster, js_clients: list[NATS]
+) -> None:
+    """An official client's own API, unmodified: add_stream with replicas, publish, get_msg,
+    and a KV bucket with replicas (put through one server, get through another)."""
+    from nats.js.api import StorageType, StreamConfig
+
+    js = [nc.jetstream() for nc in js_clients]
+    info = await js[0].add_stream(
+        StreamConfig(name="PY", subjects=["py.>"], storage=StorageType.MEMORY, num_replicas=3)
+    )
+    assert info.config.num_replicas == 3 and info.cluster is not None
+    assert len(info.cluster.replicas or []) == 2
+    acks = [await js[i % 3].publish(f"py.{i}", f"p{i}".encode(), timeout=10) for i in range(6)]
+    assert [a.seq for a in acks] == list(range(1, 7))
+    got = await js[2].get_msg("PY", 4)
+    assert got.subject == "py.3" and got.data == b"p3"
+    kv = await js[1].create_key_value(bucket="CFG", replicas=3, storage=StorageType.MEMORY)
+    revision = await kv.put("color", b"blue")
+    other = await js[2].key_value("CFG")
+    entry = await other.get("color")
+    assert (entry.value, entry.revision) == (b"blue", revision)
