@@ -4,6 +4,11 @@ Nothing is sent when the plan has a refused change (a destructive replace not al
 replace of a preventDelete resource): validation failures change nothing. Otherwise each
 change gets its own result; a failed stream-level change skips the consumers of that stream,
 and the rest goes on, so one bad resource does not hide the state of the others.
+
+A replace deletes, then creates. When the server refuses the new config of a stream, bucket
+or object store (Headwater's 10052 for a replicated stream on file storage, say), the stream
+is created again with the config it had, so the failure leaves it as it was but empty rather
+than gone.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from headwater.control.models import (
     ResourceSpec,
     StreamTemplate,
 )
+from headwater.control.models.base import user_metadata
 from headwater.control.plan import Action, Change, Plan
 
 NOT_FOUND = (api.STREAM_NOT_FOUND, api.CONSUMER_NOT_FOUND, api.TEMPLATE_NOT_FOUND)
@@ -133,11 +139,57 @@ async def _apply_one(
         elif change.action is Action.UPDATE:
             await _update(nc, change, timeout)
         else:
-            await _delete(nc, change.key, timeout)
-            await _create(nc, _spec(change), timeout)
+            return await _replace(nc, change, timeout)
     except (api.ApiError, api.ApiUnavailable) as error:
         return Result(change, Status.FAILED, str(error))
     return Result(change, Status.APPLIED)
+
+
+async def _replace(nc: Client, change: Change, timeout: float) -> Result:
+    """Delete, then create as desired; a stream-level create the server refuses puts the
+    previous config back (see the module docstring), and the refusal stays the result."""
+    previous = await _stream_config(nc, change.key, timeout)
+    await _delete(nc, change.key, timeout)
+    try:
+        await _create(nc, _spec(change), timeout)
+    except api.ApiError as error:
+        if previous is None:
+            raise
+        subject = f"STREAM.CREATE.{previous['name']}"
+        try:
+            await api.request(nc, subject, previous, timeout=timeout)
+        except (api.ApiError, api.ApiUnavailable) as again:
+            return Result(
+                change, Status.FAILED, f"{error}; putting the previous config back failed: {again}"
+            )
+        return Result(
+            change,
+            Status.FAILED,
+            f"{error}; the stream was created again with its previous config (its messages "
+            "are gone)",
+        )
+    return Result(change, Status.APPLIED)
+
+
+async def _stream_config(nc: Client, key: ResourceKey, timeout: float) -> dict[str, Any] | None:
+    """The live config of a stream-level resource, as a create request takes it (without the
+    server's own ``_nats.*`` metadata); None for consumers and templates, or when it is gone."""
+    stream = _stream_name(key)
+    if not stream:
+        return None
+    try:
+        reply = await api.request(nc, f"STREAM.INFO.{stream}", timeout=timeout)
+    except api.ApiError as error:
+        if error.err_code in NOT_FOUND:
+            return None
+        raise
+    config: dict[str, Any] = dict(reply["config"])
+    metadata = user_metadata(config.get("metadata"))
+    if metadata:
+        config["metadata"] = metadata
+    else:
+        config.pop("metadata", None)
+    return config
 
 
 def _spec(change: Change) -> ResourceSpec:

