@@ -41,7 +41,7 @@ class OpError(ValueError):
 
 
 class _Op(msgspec.Struct, array_like=True, frozen=True, forbid_unknown_fields=True):
-    pass
+    """An op: a msgpack array, its kind (the tag) first, then its fields in order."""
 
 
 class Publish(_Op, tag=1):

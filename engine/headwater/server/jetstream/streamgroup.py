@@ -159,7 +159,6 @@ class StreamGroup:
         if compact_every < 1:
             raise ValueError("compact_every must be positive")
         self.stream = stream
-        self.name = name
         self.compact_every = compact_every
         self.lost_state = lost_state
         """This replica restarted without the state its log was compacted over: it refuses
@@ -463,14 +462,14 @@ class _Campaigns:
         self, stream: str, new: GroupRecord, expected_revision: int
     ) -> tuple[bool, GroupRecord | None]:
         group = self.group
-        if new.leader == group.name and not group.runner.is_leader and not group.may_lead():
+        if new.leader == group.runner.name and not group.runner.is_leader and not group.may_lead():
             if not self._warned:
                 self._warned = True
                 log.warning(
                     "stream %r: replica %s lost its state in a restart: it does not lead "
                     "before it caught up",
                     stream,
-                    group.name,
+                    group.runner.name,
                 )
             return False, None
         return await self.store.compare_and_swap(stream, new, expected_revision)

@@ -135,7 +135,7 @@ class Nack(_Message, tag=5):
 
 
 class Done(_Message, tag=6):
-    pass
+    """The receiver verified the snapshot and handed it to its owner."""
 
 
 class Abort(_Message, tag=7):
