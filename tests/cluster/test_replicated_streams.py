@@ -176,17 +176,6 @@ async def test_what_replicated_streams_do_not_do_yet_is_refused(
     js_cluster: Cluster, js_clients: list[NATS]
 ) -> None:
     await create(js_clients[0], r3("NOTYET", ["notyet.>"]))
-    consumer = await js_api(
-        js_clients[1],
-        "$JS.API.CONSUMER.CREATE.NOTYET.C",
-        {"stream_name": "NOTYET", "config": {"durable_name": "C"}},
-        timeout=5,
-    )
-    assert consumer.get("error") == {
-        "code": 500,
-        "err_code": 10052,
-        "description": "consumers of replicated streams are not supported yet",
-    }
     update = await js_api(
         js_clients[2],
         "$JS.API.STREAM.UPDATE.NOTYET",

@@ -91,9 +91,6 @@ def consumer_info(c: Consumer, cluster: dict[str, Any] | None) -> dict[str, Any]
     return info
 
 
-REPLICATED_CONSUMERS_NOT_YET = "consumers of replicated streams are not supported yet"
-
-
 class ConsumerApi:
     """The consumer handler object; the router calls these by name."""
 
@@ -117,7 +114,7 @@ class ConsumerApi:
         svc = self.service
         # In a cluster, nats-server names the cluster and the consumer's leader (for an R1
         # stream's consumer, the stream's server: this one).
-        return consumer_info(c, svc.cluster_block() if svc.cluster_name else None)
+        return consumer_info(c, svc.cluster_block(c.stream) if svc.cluster_name else None)
 
     # --- create --------------------------------------------------------------------------
 
@@ -126,20 +123,22 @@ class ConsumerApi:
         tokens = req.tokens
         name = tokens[3] if len(tokens) > 3 else None
         filter_subject = ".".join(tokens[4:]) if len(tokens) > 4 else None
-        creq = parse_consumer_request(req.body, tokens[2], name, filter_subject)
+        clustered = self.service.clustered is not None
+        creq = parse_consumer_request(
+            req.body, tokens[2], name, filter_subject, clustered=clustered
+        )
         return await self._create(creq)
 
     async def consumer_durable_create(self, req: Request) -> dict[str, Any]:
         tokens = req.tokens
-        creq = parse_consumer_request(req.body, tokens[3], tokens[4], None, legacy_durable=True)
+        clustered = self.service.clustered is not None
+        creq = parse_consumer_request(
+            req.body, tokens[3], tokens[4], None, legacy_durable=True, clustered=clustered
+        )
         return await self._create(creq)
 
     async def _create(self, creq: ConsumerRequest) -> dict[str, Any]:
         stream = self._stream(creq.stream_name)
-        if stream.group is not None:
-            # Their state is not replicated yet: a consumer on the leader alone would lose
-            # its acks with the leader (docs/REPLICATION.md).
-            raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_CONSUMERS_NOT_YET)
         cfg = apply_consumer_defaults(creq.config, stream.config, pedantic=creq.pedantic)
         name = cfg.name or cfg.durable_name
         existing = stream.consumers.get(name) if name else None

@@ -159,14 +159,15 @@ class Consumer:
     def start(self, *, fresh: bool) -> None:
         """Subscribe the ack subject; on a fresh consumer, place ``sseq`` by deliver policy."""
         if fresh:
-            self._position()
+            self.position()
         self._sub = self.client.subscribe(self.ack_prefix + ">", self._on_ack)
         self.paused_until = pause_ns(cfg_get(self.config, "pause_until", 0))
         if self.ack_state.pending:
             self.arm_timer()
         self.kick()
 
-    def _position(self) -> None:
+    def position(self) -> None:
+        """Place ``sseq`` by the deliver policy, against the stream as it is now."""
         store = self.stream.store
         state = store.state()
         policy = cfg_get(self.config, "deliver_policy", "all")
@@ -201,17 +202,17 @@ class Consumer:
         not have been acknowledged is delivered again (at least once, never lost). With
         ``deliver_policy: new`` that is everything stored since the consumer was created,
         not only what comes after the restart."""
-        self._position()
+        self.position()
         if cfg_get(self.config, "deliver_policy", "all") == "new" and self.created_ns:
             store = self.stream.store
             if store.state().msgs:
                 self.sseq = max(store.seq_from_time(self.created_ns), 1)
                 self.ack_state.acked_below(self.sseq)
 
-    def stop(self, *, deleted: bool) -> None:
+    def stop(self, *, deleted: bool, reason: str | None = None) -> None:
         """Stop delivering. Waiting pull requests are told why: the consumer was deleted, or
-        (not deleted: the server is shutting down) ``409 Server Shutdown`` with what each
-        request still wanted, as nats-server tells them before it stops."""
+        (not deleted) ``reason``, by default ``409 Server Shutdown``, with what each request
+        still wanted, as nats-server tells them before it stops."""
         self.closed = True
         self.stream.hungry.discard(self)
         if self._sub is not None:
@@ -222,8 +223,8 @@ class Consumer:
             self._timer = None
         while self.waiting:
             req = self.waiting.pop()
-            reason = "Consumer Deleted" if deleted else "Server Shutdown"
-            self.send_status(req.reply, pending_status(409, reason, req))
+            why = "Consumer Deleted" if deleted else reason or "Server Shutdown"
+            self.send_status(req.reply, pending_status(409, why, req))
         if self.push is not None:
             self.push.stop()
 

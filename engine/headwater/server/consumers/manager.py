@@ -13,8 +13,12 @@ import logging
 import random
 import secrets
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
+import orjson
+
+from headwater.server.jetstream import errors, groupops
 from headwater.server.jetstream.wire import dumps, rfc3339
 from headwater.server.subscription import Subscription
 
@@ -45,12 +49,21 @@ def sample_rate(cfg: Any) -> int:
         return 0
 
 
+class StateWriter(Protocol):
+    """What keeps a consumer's state: :class:`.state.ConsumerState` on disk, or the stream's
+    log for a replicated stream (:mod:`headwater.server.jetstream.groupconsumers`)."""
+
+    def changed(self, consumer: Consumer) -> None: ...
+
+    async def flush(self) -> None: ...
+
+
 class _Wiring:
     """What the manager attached to one consumer, to detach it again."""
 
     def __init__(self) -> None:
         self.subs: list[Subscription] = []
-        self.state: cstate.ConsumerState | None = None
+        self.state: StateWriter | None = None
         self.inactive: asyncio.TimerHandle | None = None
 
 
@@ -70,6 +83,15 @@ class ConsumerManager:
 
     async def create(self, stream: Stream, name: str, cfg: Any) -> Consumer:
         created = time.time_ns()
+        if stream.group is not None:
+            # Into the stream's log: applying it here starts the live consumer.
+            await stream.group.submit(
+                groupops.ConsumerAdd(name, orjson.dumps(ccfg.stored_json(cfg)), created)
+            )
+            live = stream.consumers.get(name)
+            if live is None:  # this replica stopped leading right after
+                raise errors.CLUSTER_NOT_AVAIL.exc()
+            return live
         consumer = Consumer(stream, name, cfg, created)
         directory = None
         if self.persistent(stream, cfg):
@@ -144,11 +166,50 @@ class ConsumerManager:
             wiring.state.changed(consumer)  # the restored state, saved as any later change
         return consumer
 
-    def _attach(self, consumer: Consumer, *, fresh: bool, directory: Any, gen: int = 0) -> None:
+    def start_live(
+        self,
+        stream: Stream,
+        name: str,
+        cfg: Any,
+        created_ns: int,
+        state: bytes,
+        writer: Callable[[Consumer, Any], StateWriter],
+        *,
+        created: bool,
+    ) -> None:
+        """Run a replicated stream's consumer here, its leader, from its recorded state;
+        ``writer(consumer, propose)`` keeps its state in the stream's log. ``created``: it is
+        new (the create advisory goes)."""
+        assert stream.group is not None
+        consumer = Consumer(stream, name, cfg, created_ns)
+        cstate.restore(consumer, state)
+        self._attach(consumer, fresh=False, writer=writer(consumer, stream.group.propose))
+        if created:
+            self._advise(stream, name, "create")
+
+    def stop_live(self, consumer: Consumer, *, deleted: bool, reason: str | None = None) -> None:
+        """Stop a replicated stream's live consumer here: deleted, or no longer leading."""
+        stream = consumer.stream
+        self._detach(consumer, deleted=deleted, reason=reason)
+        stream.consumers.pop(consumer.name, None)
+        self._refresh_interest(stream)
+        if deleted:
+            self._advise(stream, consumer.name, "delete")
+
+    def _attach(
+        self,
+        consumer: Consumer,
+        *,
+        fresh: bool,
+        directory: Any = None,
+        gen: int = 0,
+        writer: StateWriter | None = None,
+    ) -> None:
         stream = consumer.stream
         wiring = _Wiring()
         self._wiring[id(consumer)] = wiring
         stream.consumers[consumer.name] = consumer
+        wiring.state = writer
         if directory is not None:
             wiring.state = cstate.ConsumerState(consumer, directory, self.service.sync, gen)
         consumer.on_max_deliveries = self._max_deliveries
@@ -184,16 +245,26 @@ class ConsumerManager:
         stream.interest_filters = filters
 
     async def update(self, consumer: Consumer, cfg: Any) -> None:
+        group = consumer.stream.group
+        if group is not None:
+            # Into the stream's log: applying it here reconfigures the live consumer.
+            stored = orjson.dumps(ccfg.stored_json(cfg))
+            await group.submit(groupops.ConsumerAdd(consumer.name, stored, consumer.created_ns))
+            return
         # Write the new config first and swap it in only once it is on disk: a failed write
         # (raised to the API, which replies with an error) leaves the consumer as it was.
         wiring = self._wiring.get(id(consumer))
-        if wiring is not None and wiring.state is not None:
+        if wiring is not None and isinstance(wiring.state, cstate.ConsumerState):
             await asyncio.to_thread(
                 cstate.write_meta,
                 wiring.state.directory,
                 ccfg.stored_json(cfg),
                 consumer.created_ns,
             )
+        self.reconfigure(consumer, cfg)
+
+    def reconfigure(self, consumer: Consumer, cfg: Any) -> None:
+        """Take an updated config now (stored already, or in the stream's log)."""
         consumer.reconfigure(cfg)
         consumer.on_acked = self._ack_metric if sample_rate(cfg) > 0 else None
         self._refresh_interest(consumer.stream)
@@ -203,6 +274,10 @@ class ConsumerManager:
 
     async def delete(self, consumer: Consumer, *, advise: bool = True) -> None:
         stream = consumer.stream
+        if stream.group is not None:
+            # Into the stream's log: applying it here stops the live consumer.
+            await stream.group.submit(groupops.ConsumerDelete(consumer.name))
+            return
         self._detach(consumer, deleted=True)
         stream.consumers.pop(consumer.name, None)
         self._refresh_interest(stream)
@@ -213,8 +288,8 @@ class ConsumerManager:
             self._advise(stream, consumer.name, "delete")
         await stream.consumer_removed(consumer)
 
-    def _detach(self, consumer: Consumer, *, deleted: bool) -> None:
-        consumer.stop(deleted=deleted)
+    def _detach(self, consumer: Consumer, *, deleted: bool, reason: str | None = None) -> None:
+        consumer.stop(deleted=deleted, reason=reason)
         wiring = self._wiring.pop(id(consumer), None)
         if wiring is None:
             return
@@ -259,12 +334,20 @@ class ConsumerManager:
             active = len(consumer.waiting) > 0
         idle_ns = time.time_ns() - max(consumer.last_active, consumer.created_ns)
         if not active and idle_ns >= threshold:
-            asyncio.get_running_loop().create_task(self.delete(consumer))
+            asyncio.get_running_loop().create_task(self._expire(consumer))
             return
         wait = threshold if active else threshold - idle_ns
         wiring.inactive = asyncio.get_running_loop().call_later(
             max(wait, 1_000_000) / 1e9, self._check_inactive, consumer
         )
+
+    async def _expire(self, consumer: Consumer) -> None:
+        try:
+            await self.delete(consumer)
+        except errors.ApiErrorException as exc:
+            # A replicated stream's replica that stopped leading meanwhile: its next leader
+            # checks the consumer's activity again.
+            log.info("consumer %s not deleted for inactivity: %s", consumer.name, exc)
 
     # --- advisories ----------------------------------------------------------------------
 

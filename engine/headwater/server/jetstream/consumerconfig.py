@@ -237,6 +237,7 @@ def parse_consumer_request(
     filter_in_subject: str | None,
     *,
     legacy_durable: bool = False,
+    clustered: bool = False,
 ) -> ConsumerRequest:
     """Decode a CONSUMER.CREATE body and make the API handler's checks (see module docs).
 
@@ -245,7 +246,8 @@ def parse_consumer_request(
     selects ``CONSUMER.DURABLE.CREATE.<s>.<c>``, which demands a durable name matching the
     subject. A consumer name in the subject replaces the body's ``name`` (on either subject
     form), as the reference does. An empty body is an empty request (so it fails on the stream
-    name, 10056).
+    name, 10056). ``num_replicas`` above 1 is for a cluster's servers (``clustered``): 10074
+    on a single server.
     """
     text = body.decode("utf-8", errors="replace")
     try:
@@ -267,7 +269,7 @@ def parse_consumer_request(
             raise errors.CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH.exc()
     if _has_path_separator(cfg.name) or _has_path_separator(cfg.durable_name):
         raise errors.CONSUMER_NAME_CONTAINS_PATH_SEPARATORS.exc()
-    if cfg.num_replicas > 1:
+    if cfg.num_replicas > 1 and not clustered:
         raise errors.STREAM_REPLICAS_NOT_SUPPORTED.exc()
     return ConsumerRequest(
         stream_name=stream_name,

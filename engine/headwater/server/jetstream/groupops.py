@@ -33,7 +33,21 @@ from . import publish
 if TYPE_CHECKING:
     from .stream import Stream
 
-__all__ = ["DeleteMsg", "Expire", "Op", "OpError", "Publish", "Purge", "apply", "decode", "encode"]
+__all__ = [
+    "ConsumerAdd",
+    "ConsumerDelete",
+    "ConsumerOp",
+    "ConsumerState",
+    "DeleteMsg",
+    "Expire",
+    "Op",
+    "OpError",
+    "Publish",
+    "Purge",
+    "apply",
+    "decode",
+    "encode",
+]
 
 
 class OpError(ValueError):
@@ -68,7 +82,31 @@ class Expire(_Op, tag=4):
     """Remove what max_age and TTLs have expired by this time (ns; the leader's clock)."""
 
 
-Op = Publish | DeleteMsg | Purge | Expire
+class ConsumerAdd(_Op, tag=5):
+    """A consumer created, or its config updated (same name): applied by
+    :class:`.groupconsumers.GroupConsumers`, not by :func:`apply`."""
+
+    name: str
+    config: bytes
+    """The config as ``meta.inf`` keeps it (JSON)."""
+    created: Count
+    """ns since the epoch: when the leader created it (kept across updates)."""
+
+
+class ConsumerState(_Op, tag=6):
+    """A consumer's whole delivery state, as the leader's live consumer has it now (the
+    JSON a single server writes to ``o.json``)."""
+
+    name: str
+    state: bytes
+
+
+class ConsumerDelete(_Op, tag=7):
+    name: str
+
+
+Op = Publish | DeleteMsg | Purge | Expire | ConsumerAdd | ConsumerState | ConsumerDelete
+ConsumerOp = ConsumerAdd | ConsumerState | ConsumerDelete
 Outcome = publish.Outcome | bool | int
 
 _ENCODER = msgspec.msgpack.Encoder()
@@ -89,7 +127,7 @@ def decode(data: bytes) -> Op | None:
         raise OpError(f"not a stream op: {exc}") from None
 
 
-def apply(stream: Stream, op: Op) -> Outcome:
+def apply(stream: Stream, op: Publish | DeleteMsg | Purge | Expire) -> Outcome:
     """Run ``op`` on ``stream``; what the leader answers with: for a publish, what
     :func:`publish.admit` decided (a stored sequence, a duplicate, or the error nats-server
     gives); for a delete, whether the message was there; for a purge and an expiry, how many

@@ -12,7 +12,8 @@ still reads the file; a backup without it is refused here)::
      "lseq": 40, "lmsgid": "m7",           what Nats-Expected-Last-Sequence / -Msg-Id check
      "dedupe": [["m1", 2, <ts>], ...],     the duplicate window: id, sequence, time (ns), in
                                            arrival order (ids of messages deleted since stay)
-     "markers": [12, 30]}                  the subject delete markers the stream knows
+     "markers": [12, 30],                  the subject delete markers the stream knows
+     "consumers": [[name, config, created, state], ...]}   its consumers (groupconsumers)
 
 The store's counters (``first_seq``, ``last_seq``, ``last_ts``, ``num_deleted``) are the
 record's ``state`` as in any archive; deleted sequences are the gaps between message records
@@ -117,6 +118,8 @@ class ReplicaState(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
     dedupe: list[tuple[str, int, int]]
     """(message id, sequence, time ns) in arrival order: the duplicate window."""
     markers: list[int]
+    consumers: list[Any] = msgspec.field(default_factory=list)
+    """The stream's consumers as its log has them (:meth:`GroupConsumers.capture`)."""
 
 
 def ttl_ns(hdr: bytes, cfg: StreamConfig) -> int:
@@ -154,6 +157,7 @@ class SnapshotProducer:
         frame_size: int = DEFAULT_FRAME_SIZE,
         compression: Compression = Compression.ZSTD,
         read_batch: int = READ_BATCH,
+        consumers: list[Any] | None = None,
     ) -> None:
         self.stream = stream
         self.store = stream.store
@@ -172,6 +176,7 @@ class SnapshotProducer:
             lmsgid=stream.lmsgid,
             dedupe=stream.dedupe.entries(),
             markers=sorted(stream.markers),
+            consumers=consumers or [],
         )
         self.header = ArchivedStream(
             name=record.name,

@@ -159,6 +159,7 @@ class Replicas:
                     recovered=recovered,
                     snapshot_dir=directory / SNAPSHOTS,
                     lost_state=lost,
+                    consumers=svc.consumers,
                 )
                 claim.install(stream)
                 await group.start()

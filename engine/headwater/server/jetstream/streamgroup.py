@@ -59,9 +59,12 @@ replicas lost their state, which it does not yet.
 A failure to apply (``groupops.OpError``, this server's store failing) stops the runner as a
 crash would (the runner's rule for its owner's callbacks).
 
+**Consumers** are in the log too (:mod:`.groupconsumers`): every replica applies their ops,
+and the leader runs them once it applied its own epoch's no-op entry.
+
 Not yet here: a restart from a file store and the log (the stream must then apply the log
-past its last snapshot only: docs/REPLICATION.md, "Status"), consumers, and the API requests
-that change the stream's config.
+past its last snapshot only: docs/REPLICATION.md, "Status"), and the API requests that
+change the stream's config.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ import tempfile
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headwater.server.replicated.core import Config
 from headwater.server.replicated.groupstore import GroupStore
@@ -85,8 +88,12 @@ from headwater.server.replicated.transfer import FileSink, Transfers, file_sinks
 from headwater.server.replicated.wal import SEGMENT_BYTES, ReplicationLog
 
 from . import errors, groupops, groupsnapshot, publish
+from .groupconsumers import GroupConsumers
 from .stream import Stream
 from .wire import rfc3339
+
+if TYPE_CHECKING:
+    from headwater.server.consumers.manager import ConsumerManager
 
 log = logging.getLogger("headwater.server.jetstream.streamgroup")
 
@@ -155,6 +162,7 @@ class StreamGroup:
         snapshot_dir: Path | None = None,
         compact_every: int = COMPACT_EVERY,
         lost_state: bool = False,
+        consumers: ConsumerManager | None = None,
     ) -> None:
         if compact_every < 1:
             raise ValueError("compact_every must be positive")
@@ -210,6 +218,8 @@ class StreamGroup:
         self._expiring = False
         self.leader_since = 0
         """When this replica last started leading (ns), for STREAM.INFO."""
+        self.consumers = GroupConsumers(stream, consumers)
+        """The stream's consumers, as its log has them (and live here while leading)."""
 
     async def start(self) -> None:
         self.stream.group = self
@@ -245,6 +255,10 @@ class StreamGroup:
             return
         op = groupops.Publish(subject, hdr or b"", payload, self._now())
         self.runner.propose(groupops.encode(op), _answer_publish(stream, reply))
+
+    def propose(self, op: bytes, answer: Answer) -> None:
+        """Propose an encoded op; ``answer`` gets its outcome once committed here, or None."""
+        self.runner.propose(op, answer)
 
     async def submit(self, op: groupops.Op) -> groupops.Outcome:
         """Propose ``op`` (a request that changes the stream: delete, purge) and wait for its
@@ -314,8 +328,15 @@ class StreamGroup:
         for entry in entries:
             op = groupops.decode(entry.op)
             if op is None:
+                if self.runner.is_leader and entry.epoch == self.runner.replica.epoch:
+                    # Everything committed before this leader's epoch is applied now: its
+                    # consumers may run (groupconsumers: "Changing leader").
+                    self.consumers.activate()
                 continue
-            outcome = groupops.apply(self.stream, op)
+            if isinstance(op, groupops.ConsumerOp):
+                outcome = self.consumers.apply(op)
+            else:
+                outcome = groupops.apply(self.stream, op)
             if self.runner.is_leader:
                 outcomes[entry.index] = outcome
             if isinstance(op, groupops.Expire):
@@ -357,7 +378,9 @@ class StreamGroup:
                 # (it would stall for the transfer's stall_s); the next ask starts anew.
                 running[0].cancel()
             return
-        producer = groupsnapshot.SnapshotProducer(self.stream, index, epoch)
+        producer = groupsnapshot.SnapshotProducer(
+            self.stream, index, epoch, consumers=self.consumers.capture()
+        )
         task = self.transfers.send(to, index, epoch, producer.chunks())
         if task is None:
             producer.close()
@@ -401,6 +424,7 @@ class StreamGroup:
                 return
             # One synchronous step: no entry is applied between the swap and the core's move.
             old = installed.swap_into(stream)
+            self.consumers.install(installed.state.consumers)
             self.runner.install_snapshot(index, epoch)
             self._applied = self._compacted = self._compacted_at = index
             self.lost_state = False
@@ -427,6 +451,8 @@ class StreamGroup:
 
     def _on_leadership(self, leading: bool, epoch: int) -> None:
         self.leading = leading
+        if not leading:
+            self.consumers.deactivate()
         if leading:
             self.leader_since = time.time_ns()
             # Times never go back across leaders, whatever this server's clock says: a

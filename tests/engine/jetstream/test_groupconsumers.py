@@ -1,0 +1,121 @@
+"""A replicated stream's consumer records (``jetstream.groupconsumers``), applied alike.
+
+Two streams of one in-process server stand for two replicas with no service behind their
+records (nothing runs live): fed the same ops they keep the same records, a new consumer's
+first state is placed by its deliver policy against the stream at its entry, and a snapshot
+carries the records whole.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import nats
+import orjson
+import pytest
+
+from headwater.server.config.settings import JetStreamSettings, Settings
+from headwater.server.jetstream import groupops
+from headwater.server.jetstream.groupconsumers import GroupConsumers
+from headwater.server.jetstream.groupops import ConsumerAdd, ConsumerDelete, ConsumerState
+from headwater.server.jetstream.stream import Stream
+from headwater.server.node import Server
+from headwater.server.services import attach_services
+
+
+@pytest.fixture
+async def replicas(tmp_path: Path) -> AsyncIterator[tuple[Stream, Stream]]:
+    settings = Settings(
+        host="127.0.0.1",
+        port=-1,
+        jetstream=JetStreamSettings(enabled=True, store_dir=str(tmp_path / "js")),
+    )
+    srv = Server(settings)
+    attach_services(srv)
+    await srv.start()
+    nc = await nats.connect(f"nats://127.0.0.1:{srv.port}", allow_reconnect=False)
+    try:
+        js = nc.jetstream()
+        for name in ("A", "B"):
+            await js.add_stream(name=name, subjects=[f"{name.lower()}.>"], storage="memory")
+        yield srv.jetstream.streams["A"], srv.jetstream.streams["B"]
+    finally:
+        await nc.close()
+        await srv.shutdown()
+
+
+def _config(**fields: object) -> bytes:
+    base = {"durable_name": "W", "deliver_policy": "all", "ack_policy": "explicit"}
+    return orjson.dumps(base | fields)
+
+
+def _publish(stream: Stream, n: int) -> None:
+    now = time.time_ns()
+    for i in range(n):
+        groupops.apply(stream, groupops.Publish(f"{stream.name.lower()}.x", b"", b"m", now + i))
+
+
+async def test_replicas_fed_the_same_ops_keep_the_same_records(
+    replicas: tuple[Stream, Stream],
+) -> None:
+    a, b = replicas
+    records = [GroupConsumers(a, None), GroupConsumers(b, None)]
+    for stream in (a, b):
+        _publish(stream, 3)
+    created = time.time_ns()
+    ops: list[groupops.ConsumerOp] = [
+        ConsumerAdd("NEW", _config(durable_name="NEW", deliver_policy="new"), created),
+        ConsumerAdd("ALL", _config(durable_name="ALL"), created),
+    ]
+    outcomes = [[r.apply(op) for op in ops] for r in records]
+    assert outcomes == [[True, True], [True, True]]
+    for r in records:
+        first = orjson.loads(r.records["NEW"].state)
+        assert first["sseq"] == 4, first  # after the three stored at its entry
+        assert orjson.loads(r.records["ALL"].state)["sseq"] == 1
+    assert records[0].capture() == records[1].capture()
+    state = orjson.dumps({"dseq": 2, "sseq": 3, "adflr": 2, "asflr": 2, "pending": []})
+    later: list[groupops.ConsumerOp] = [
+        ConsumerState("ALL", state),
+        ConsumerState("MISSING", state),
+        ConsumerAdd("ALL", _config(durable_name="ALL", description="updated"), created),
+        ConsumerDelete("NEW"),
+        ConsumerDelete("NEW"),
+    ]
+    outcomes = [[r.apply(op) for op in later] for r in records]
+    assert outcomes == [[True, False, True, True, False]] * 2
+    for r in records:
+        assert sorted(r.records) == ["ALL"]
+        assert r.records["ALL"].state == state  # an update keeps the recorded state
+        assert orjson.loads(r.records["ALL"].config)["description"] == "updated"
+    assert records[0].capture() == records[1].capture()
+
+
+async def test_a_snapshot_carries_the_records(replicas: tuple[Stream, Stream]) -> None:
+    a, b = replicas
+    source, target = GroupConsumers(a, None), GroupConsumers(b, None)
+    source.apply(ConsumerAdd("ALL", _config(durable_name="ALL"), 5))
+    target.apply(ConsumerAdd("OLD", _config(durable_name="OLD"), 1))
+    rows = orjson.loads(orjson.dumps(source.capture()))  # through JSON, as a snapshot goes
+    target.install(rows)
+    assert target.capture() == source.capture()
+    assert sorted(target.records) == ["ALL"]
+
+
+async def test_a_config_that_does_not_decode_stops_the_replica(
+    replicas: tuple[Stream, Stream],
+) -> None:
+    a, _ = replicas
+    with pytest.raises(groupops.OpError):
+        GroupConsumers(a, None).apply(ConsumerAdd("X", b"{not json", 1))
+
+
+def test_the_consumer_ops_round_trip() -> None:
+    for op in (
+        ConsumerAdd("C", _config(), 7),
+        ConsumerState("C", b'{"dseq":1}'),
+        ConsumerDelete("C"),
+    ):
+        assert groupops.decode(groupops.encode(op)) == op
