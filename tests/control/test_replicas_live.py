@@ -2,7 +2,7 @@
 
 Every scenario goes through the ``headwater`` CLI's GitOps commands (``apply``, ``plan``) and
 runs on a Headwater cluster and on a nats-server cluster: an R3 memory stream is created and
-plans clean from any server; an R3 memory KV bucket is created and a nats-py client puts and
+plans clean from any server, and so does a consumer of it; an R3 memory KV bucket is created and a nats-py client puts and
 gets through every server (the leader's followers included). A change of ``replicas`` (or of
 any other field) is planned as an update in place, which nats-server makes. Where Headwater
 does not do what nats-server does yet (an update of a replicated stream, a replicated stream
@@ -114,6 +114,39 @@ def test_r3_memory_stream_is_created_and_plans_clean(cluster: Cluster, tmp_path:
     assert reply["config"]["num_replicas"] == 3
     assert reply["config"]["storage"] == "memory"
     assert_led_by_one_with_two_replicas(cluster, reply)
+
+
+CONSUMER_DOC = """
+---
+apiVersion: headwater.io/v1
+kind: Consumer
+metadata: {name: orders-dispatch}
+spec: {streamName: ORDERS, durableName: DISPATCH, ackPolicy: explicit, maxDeliver: 20}
+"""
+
+
+def test_a_consumer_of_an_r3_stream_is_applied_and_plans_clean(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    docs = write(tmp_path, stream_doc(3) + CONSUMER_DOC)
+    applied = cli(cluster.servers[1], "apply", "-f", docs, "--yes", "--json")
+    assert applied.exit_code == exitcodes.OK, applied.output
+    report = json.loads(applied.stdout)["apply"]
+    assert report["ok"] and report["summary"]["applied"] == 2, report
+    for server in cluster.servers:
+        again = cli(server, "plan", "-f", docs, "--json")
+        assert again.exit_code == exitcodes.OK, again.output
+        assert json.loads(again.stdout)["summary"]["noop"] == 2
+
+    async def consumer(nc: Client) -> dict[str, Any]:
+        reply: dict[str, Any] = await api.request(
+            nc, "CONSUMER.INFO.ORDERS.DISPATCH", None, timeout=5
+        )
+        return reply
+
+    reply = run_on(cluster.servers[2], consumer)
+    assert reply["config"]["max_deliver"] == 20, reply
+    assert reply["cluster"]["leader"] in cluster.names, reply["cluster"]
 
 
 KV_DOC = """
