@@ -3,8 +3,9 @@
 Every scenario goes through the ``headwater`` CLI's GitOps commands (``apply``, ``plan``) and
 runs on a Headwater cluster and on a nats-server cluster: an R3 memory stream is created and
 plans clean from any server, and so does a consumer of it; an R3 memory KV bucket is created
-and a nats-py client puts and gets through every server (the leader's followers included). A change of ``replicas`` (or of
-any other field) is planned as an update in place, which nats-server makes. Where Headwater
+and a nats-py client puts and gets through every server (the leader's followers included).
+A change of ``replicas`` (or of any other field) is planned as an update in place, which
+nats-server makes. Where Headwater
 does not do what nats-server does yet (an update of a replicated stream, a replicated stream
 on file storage: 10052, docs/DIFFERENCES.md "JetStream in a cluster"), the apply must fail
 with that text and leave the stream as it was, a replace whose create is refused included;
