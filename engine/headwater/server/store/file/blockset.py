@@ -8,6 +8,13 @@ rewritten block (compacted, packed or erased-while-packed) is written to ``<name
 renamed over the original after the next fsync covered it: until then readers keep using the
 original, which still holds every live record at the offsets the index knows.
 
+In replica mode (``replica=True``, docs/FILESTORE.md "Replica mode") the writes that cannot be
+undone wait for a durable checkpoint instead of a sync round: erasures of records a capture
+covers, unlinks and packing are queued in ``held`` and run at ``release``; compaction is
+computed at ``capture`` (the state is then exactly the checkpoint's) and renamed only after
+that checkpoint is durable. So every write after a capture lies past its positions or is
+covered, which is what lets ``checkpoint.cut_back`` restore the checkpoint's state.
+
 Two orderings keep removals crash-safe. A block with no live record left is unlinked only by
 the ``finish`` of the sync round that made the delete log entries about it durable, so a crash
 can never lose the sequences it held before the log says they were used. And the active block
@@ -36,6 +43,7 @@ from headwater.server.store.file.blocks import (
 )
 from headwater.server.store.file.dellog import DeleteLog
 from headwater.server.store.file.fileio import FileIO
+from headwater.server.store.file.held import HeldWork
 from headwater.server.store.file.index import SnapshotBlock
 from headwater.server.store.file.records import CorruptRecord, RecordCodec
 from headwater.server.store.seqindex import SeqIndex
@@ -46,6 +54,11 @@ log = logging.getLogger("headwater.store")
 
 RESERVE_STEP = 256 * 1024
 """Disk space the active block reserves at a time (one ``fallocate`` per step)."""
+
+REWRITES_PER_CHECKPOINT = 2
+"""Replica mode: compactions computed per capture, and packings per release. Each costs about
+15 ms on the loop for an 8 MiB block; the rest wait for the next checkpoint, so a restart
+that finds many unpacked blocks cannot stall the loop."""
 
 
 class OutOfSpace(Exception):
@@ -68,6 +81,11 @@ class Rewrite:
     total_bytes: int = -1
     in_flight: bool = False
     cancelled: bool = False
+    hold: int | None = None
+    """Replica mode: the ``Positions.mark`` of the capture that computed this compaction;
+    renamed only once ``release`` saw that checkpoint durable."""
+    synced: bool = False
+    """A held rewrite a round already fsynced (it waits for ``release``)."""
 
 
 @dataclass
@@ -117,7 +135,13 @@ class SyncJob:
 
 class BlockSet:
     def __init__(
-        self, io: FileIO, directory: str, block_size: int, compress: bool, idx: SeqIndex
+        self,
+        io: FileIO,
+        directory: str,
+        block_size: int,
+        compress: bool,
+        idx: SeqIndex,
+        replica: bool = False,
     ) -> None:
         self.io = io
         self.dir = directory
@@ -136,6 +160,13 @@ class BlockSet:
         self._patch_fds: dict[int, int] = {}
         self.on_rewrite: Callable[[], None] = lambda: None
         """Called when a rewrite is scheduled: the store makes sure a sync round follows."""
+        self.replica = replica
+        self.held = HeldWork()
+        self.captured_last = 0
+        """Replica mode: ``last`` at the newest capture. An erasure of a later record runs at
+        once: the record lies past every checkpoint's positions, so a cut removes it anyway."""
+        self._compact_wanted: set[int] = set()
+        """Replica mode: blocks whose compaction waits for the next capture."""
 
     # ------------------------------------------------------------------ set-up
 
@@ -143,6 +174,7 @@ class BlockSet:
         """Take the recovered blocks; continue appending to the last one if it is raw."""
         self.blocks = blocks
         self._refresh()
+        self.captured_last = self.idx.last  # what a restart finds is a checkpoint's state
         last = blocks[-1] if blocks else None
         if last is not None and not last.packed and last.raw_size < self.block_size:
             last.fd = self.io.open_rw(last.path)
@@ -157,7 +189,7 @@ class BlockSet:
             self.drop(blk)
         if self.compress:  # sealed before a crash cut their packing short
             for blk in [b for b in self.blocks if b is not self.active and not b.packed]:
-                self.schedule_rewrite(blk, pack_block(self.reader.raw(blk)), B_S2, blk.raw_size)
+                self._pack(blk)
 
     def _refresh(self) -> None:
         self._firsts = [b.first for b in self.blocks]
@@ -230,8 +262,14 @@ class BlockSet:
         if old.live == 0:
             self.drop(old)
         elif self.compress:
-            self.schedule_rewrite(old, pack_block(self.reader.raw(old)), B_S2, old.raw_size)
+            self._pack(old)
         return new
+
+    def _pack(self, blk: Block) -> None:
+        if self.replica:
+            self.held.hold("pack", blk)  # a cut must find the block raw (and unmoved)
+            return
+        self.schedule_rewrite(blk, pack_block(self.reader.raw(blk)), B_S2, blk.raw_size)
 
     def block_for(self, seq: int) -> Block:
         return self.blocks[bisect_right(self._firsts, seq) - 1]
@@ -246,7 +284,7 @@ class BlockSet:
         blk.live -= 1
         blk.live_bytes -= size
         if erase:
-            self._erase(blk, loc)
+            self._erase(blk, loc, seq)
         if blk is self.active:
             return
         if blk.live == 0:
@@ -255,6 +293,9 @@ class BlockSet:
             self._maybe_compact(blk)
 
     def _maybe_compact(self, blk: Block) -> None:
+        if self.replica:
+            self._compact_wanted.add(blk.index)  # decided at the next capture
+            return
         if (
             2 * blk.live_bytes < blk.total_bytes
             and blk.first > self.idx.first  # the head block empties from the front anyway
@@ -271,7 +312,10 @@ class BlockSet:
         fd = self._patch_fds.pop(blk.index, None)
         if fd is not None:
             self.retired.append(fd)
-        self.unlinks.append(blk.path)
+        if self.replica:
+            self.held.hold("unlink", blk)
+        else:
+            self.unlinks.append(blk.path)
         i = self.blocks.index(blk)
         del self.blocks[i]
         del self._firsts[i]
@@ -314,7 +358,14 @@ class BlockSet:
         blk.live = idx.live.count(1, lo, hi)
         blk.live_bytes = sum(idx.size[lo:hi])
 
-    def _erase(self, blk: Block, off: int) -> None:
+    def _erase(self, blk: Block, off: int, seq: int) -> None:
+        self._cancel_rewrite(blk)  # a pending copy would still hold the payload
+        if self.replica and seq <= self.captured_last:
+            self.held.hold("erase", blk, off)  # a cut back may need the record again
+            return
+        self._erase_now(blk, off)
+
+    def _erase_now(self, blk: Block, off: int) -> None:
         """Overwrite the record at ``off`` in place with an erased record of the same length."""
         self._cancel_rewrite(blk)  # a pending copy would still hold the payload
         if blk.packed:
@@ -348,7 +399,7 @@ class BlockSet:
 
     # ------------------------------------------------------------------ rewrites
 
-    def _compact(self, blk: Block) -> None:
+    def _compact(self, blk: Block, hold: int | None = None) -> None:
         """Rewrite ``blk`` with only its live records (most of it is dead)."""
         idx = self.idx
         raw = self.reader.raw(blk)
@@ -369,7 +420,7 @@ class BlockSet:
         new_raw = b"".join(parts)
         content = pack_block(new_raw) if self.compress else new_raw
         flags = B_S2 if self.compress else 0
-        self.schedule_rewrite(blk, content, flags, len(new_raw), locs, total)
+        self.schedule_rewrite(blk, content, flags, len(new_raw), locs, total, hold)
 
     def schedule_rewrite(
         self,
@@ -379,6 +430,7 @@ class BlockSet:
         raw_size: int,
         locs: list[tuple[int, int]] | None = None,
         total_bytes: int = -1,
+        hold: int | None = None,
     ) -> None:
         self._cancel_rewrite(blk)
         tmp = blk.path + ".tmp"
@@ -396,7 +448,7 @@ class BlockSet:
             return
         crc = zlib.crc32(content)
         self.rewrites[blk.index] = Rewrite(
-            blk, tmp, fd, len(content), crc, flags, raw_size, locs, total_bytes
+            blk, tmp, fd, len(content), crc, flags, raw_size, locs, total_bytes, hold=hold
         )
         self.on_rewrite()
 
@@ -404,6 +456,10 @@ class BlockSet:
         """After an fsync covered ``rw.tmp``: rename it over the block."""
         if rw.cancelled:
             self.discard_rewrite(rw)
+            return
+        if rw.hold is not None:  # fsynced; the rename waits for its checkpoint
+            rw.in_flight = False
+            rw.synced = True
             return
         blk = rw.block
         self.io.close(rw.fd)
@@ -439,6 +495,55 @@ class BlockSet:
         self.io.close(rw.fd)
         self.io.unlink(rw.tmp)
 
+    # ------------------------------------------------------------------ replica mode
+
+    def capture(self) -> int:
+        """A checkpoint is being captured (on the loop, between applies): compute the
+        compactions waiting for it, from exactly its state, and return its ``mark``. Call
+        after ``flush``: the positions are read from the flushed files."""
+        mark = self.held.serial
+        self.captured_last = self.idx.last
+        wanted, self._compact_wanted = self._compact_wanted, set()
+        by_index = {b.index: b for b in self.blocks}
+        budget = REWRITES_PER_CHECKPOINT
+        for i in sorted(wanted):
+            blk = by_index.get(i)
+            if blk is None or blk is self.active:
+                continue
+            if self.held.erasing(blk) or blk.index in self.rewrites or not budget:
+                self._compact_wanted.add(i)  # after the erasure or the pending rewrite
+                continue
+            if 2 * blk.live_bytes < blk.total_bytes and blk.first > self.idx.first:
+                self._compact(blk, hold=mark)
+                budget -= 1
+        return mark
+
+    def release(self, mark: int) -> None:
+        """A checkpoint with ``mark`` is durable: run the held work it covers."""
+        for rw in self.rewrites.values():
+            if rw.hold is not None and rw.hold <= mark:
+                # The next round fsyncs it again (cheap) and renames it in its ``finish``.
+                rw.hold, rw.synced = None, False
+                self.on_rewrite()
+        kept = {id(b) for b in self.blocks}
+        budget = REWRITES_PER_CHECKPOINT
+        for item in self.held.take(mark):
+            blk = item.block
+            if item.kind == "unlink":
+                self.unlinks.append(blk.path)
+                self.on_rewrite()
+            elif id(blk) not in kept:
+                continue  # dropped since: its unlink comes
+            elif item.kind == "erase":
+                self._erase_now(blk, item.offset)
+                if self.compress and not blk.packed and blk is not self.active:
+                    self.held.hold("pack", blk)  # the erasure cancelled a pending packing
+            elif not budget:
+                self.held.hold("pack", blk)  # covered already; the next release packs it
+            elif not blk.packed and blk is not self.active and blk.index not in self.rewrites:
+                self.schedule_rewrite(blk, pack_block(self.reader.raw(blk)), B_S2, blk.raw_size)
+                budget -= 1
+
     # ------------------------------------------------------------------ sync
 
     def prepare(self, log: DeleteLog) -> SyncJob:
@@ -449,7 +554,7 @@ class BlockSet:
         self._patch_fds.clear()
         retired, self.retired = self.retired, []
         unlinks, self.unlinks = self.unlinks, []
-        rewrites = [rw for rw in self.rewrites.values() if not rw.in_flight]
+        rewrites = [rw for rw in self.rewrites.values() if not rw.in_flight and not rw.synced]
         for rw in rewrites:
             rw.in_flight = True
         # Only files that changed since the last round are fsynced: usually just one.

@@ -3,7 +3,9 @@
 ``msgs/deletes.log`` is a 16-byte header (magic ``HWDEL1\\0\\0``, u64 generation) followed by
 fixed 32-byte entries::
 
-    0  1  kind   1 = DEL (a..b removed), 2 = FLOOR (first = a, last >= b, last_ts = c)
+    0  1  kind   1 = DEL (a..b removed), 2 = FLOOR (first = a, last >= b, last_ts = c),
+                 3 = MARK (replica mode: this rewrite is the state at the checkpoint whose
+                 last sequence is a, delete log generation b and length c; changes nothing)
     1  3  (zero)
     4  4  crc32 of the entry with this field zeroed
     8  8  a
@@ -14,7 +16,9 @@ Replaying the log over the records found in the blocks gives the live set; every
 idempotent, so the whole log may be replayed over an index snapshot. Consecutive removals (the
 usual discard-old pattern) coalesce into one growing DEL range, and buffered entries reach the
 file with the blocks' group commit. A torn last entry (bad CRC or short) ends the replay and is
-truncated. ``rewrite`` compacts the log to one FLOOR plus the ranges still dead, atomically.
+truncated. ``rewrite`` compacts the log to one FLOOR plus the ranges still dead, atomically;
+in replica mode it ends with a MARK naming the checkpoint it was taken at, which is how
+``checkpoint.cut_back`` finds its place in a rewritten log.
 
 The file keeps some disk space reserved past its end (zeros, which the replay treats as the
 end of the log), so a removal or a purge can still be recorded on a full disk; that is how a
@@ -35,6 +39,7 @@ LOG_HEADER = struct.Struct("<8sQ")
 ENTRY = struct.Struct("<B3xIqqq")
 DEL = 1
 FLOOR = 2
+MARK = 3
 LOG_NAME = "deletes.log"
 RESERVE = 16 * 1024
 """Bytes reserved past the log's end (512 entries)."""
@@ -58,11 +63,27 @@ def parse_log(content: bytes) -> tuple[int, list[tuple[int, int, int, int]], int
     off = LOG_HEADER.size
     while off + ENTRY.size <= len(content):
         kind, crc, a, b, c = ENTRY.unpack_from(content, off)
-        if kind not in (DEL, FLOOR) or zlib.crc32(ENTRY.pack(kind, 0, a, b, c)) != crc:
+        if kind not in (DEL, FLOOR, MARK) or zlib.crc32(ENTRY.pack(kind, 0, a, b, c)) != crc:
             break
-        entries.append((kind, a, b, c))
+        if kind != MARK:
+            entries.append((kind, a, b, c))
         off += ENTRY.size
     return generation, entries, off
+
+
+def find_mark(content: bytes, last_seq: int, generation: int, length: int) -> int | None:
+    """End offset of the MARK entry naming these checkpoint positions, if the log has one."""
+    want = _entry(MARK, last_seq, generation, length)
+    off = LOG_HEADER.size
+    while off + ENTRY.size <= len(content):
+        entry = content[off : off + ENTRY.size]
+        if entry == want:
+            return off + ENTRY.size
+        kind, crc, a, b, c = ENTRY.unpack(entry)
+        if kind not in (DEL, FLOOR, MARK) or zlib.crc32(ENTRY.pack(kind, 0, a, b, c)) != crc:
+            return None
+        off += ENTRY.size
+    return None
 
 
 class DeleteLog:
@@ -146,8 +167,16 @@ class DeleteLog:
             self._buf = bytearray()
             self.unsynced = True
 
-    def rewrite(self, first: int, last: int, last_ts: int, dead: Iterable[tuple[int, int]]) -> None:
-        """Replace the log with FLOOR + ``dead`` ranges under a new generation (atomic)."""
+    def rewrite(
+        self,
+        first: int,
+        last: int,
+        last_ts: int,
+        dead: Iterable[tuple[int, int]],
+        mark: tuple[int, int, int] | None = None,
+    ) -> None:
+        """Replace the log with FLOOR + ``dead`` ranges under a new generation (atomic);
+        ``mark``: (last_seq, generation, length) of the checkpoint this state is (replica)."""
         self._run = None
         self._buf = bytearray()
         parts = [
@@ -155,6 +184,8 @@ class DeleteLog:
             _entry(FLOOR, first, last, last_ts),
         ]
         parts.extend(_entry(DEL, a, b, 0) for a, b in dead)
+        if mark is not None:
+            parts.append(_entry(MARK, *mark))
         content = b"".join(parts)
         if self.fd >= 0:
             self._io.close(self.fd)

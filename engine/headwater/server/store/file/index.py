@@ -67,6 +67,9 @@ class SnapshotHeader(msgspec.Struct):
     names: list[str | None]
     free: list[int]
     arrays: list[str]
+    checkpoint: str | None = None
+    """Replica mode: hex ``Positions`` of the durable checkpoint this snapshot is the state
+    of (``checkpoint.cut_back`` deletes a snapshot that does not name its checkpoint)."""
 
 
 def encode_snapshot(header: SnapshotHeader, arrays: dict[str, Any]) -> bytes:

@@ -12,6 +12,11 @@ killed process loses nothing), and so do removals' delete-log entries; ``durable
 fsync through group commit (``sync``). Disk space is reserved before a record is accepted, so a
 full disk refuses the append (``StorageFull``) and leaves no trace. Any failed write or fsync
 stops the store (``failed``) until it is reopened from disk.
+
+Replica mode (``replica=True``, for a replicated stream that applies committed entries without
+an fsync each): ``checkpoint()`` makes everything up to now durable and returns its
+``Positions``, the work that cannot be undone waits for ``checkpoint_durable`` (``held``), and a
+restart first cuts the store back to the newest durable checkpoint (``checkpoint.cut_back``).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from headwater.server.store.base import (
 from headwater.server.store.engine import IndexedStore
 from headwater.server.store.file.blocks import CorruptBlock
 from headwater.server.store.file.blockset import BlockSet, OutOfSpace, SyncJob
+from headwater.server.store.file.checkpoint import Positions
 from headwater.server.store.file.dellog import LOG_NAME, DeleteLog, dead_ranges
 from headwater.server.store.file.fileio import FileIO
 from headwater.server.store.file.index import SNAP_NAME, SnapshotHeader, encode_snapshot
@@ -83,7 +89,11 @@ def _key_check(key: bytes) -> str:
 
 
 class FileStore(IndexedStore):
-    def __init__(self, config: StoreConfig, io: FileIO | None = None) -> None:
+    def __init__(
+        self, config: StoreConfig, io: FileIO | None = None, replica: bool = False
+    ) -> None:
+        """``replica``: hold irreversible work for checkpoints (see the module docstring);
+        a replica store is opened after ``checkpoint.cut_back`` to its newest durable one."""
         if config.directory is None:
             raise ValueError("a file store needs a directory")
         super().__init__(config, objects_in_index=False)
@@ -97,6 +107,9 @@ class FileStore(IndexedStore):
         self._recent: dict[int, StoredMsg] = {}
         self._recent_order: collections.deque[int] = collections.deque()
         self._recent_bytes = 0
+        self._replica = replica
+        self._durable_at: Positions | None = None
+        """Replica mode: the newest checkpoint the owner reported durable."""
         self._open()
 
     # ------------------------------------------------------------------ open
@@ -132,7 +145,9 @@ class FileStore(IndexedStore):
         self._never = rec.never
         self._last_ts = rec.last_ts
         self._log.open(rec.log_generation, rec.log_valid)
-        self._blocks = BlockSet(io, self._dir, cfg.block_size, self._compress, self._idx)
+        self._blocks = BlockSet(
+            io, self._dir, cfg.block_size, self._compress, self._idx, self._replica
+        )
         self._blocks.adopt(rec.blocks)
         self._blocks.on_rewrite = self._rewrite_scheduled
         for seq in self.recovery_report.corrupt_seqs:
@@ -442,6 +457,66 @@ class FileStore(IndexedStore):
         if self.failed is not None:
             raise self.failed
 
+    # ------------------------------------------------------------------ replica checkpoints
+
+    async def checkpoint(self) -> Positions:
+        """Capture the store's positions now and make everything up to them durable.
+
+        Call on the loop between two applies: the capture flushes the buffers (closing the
+        delete log's open DEL run) and computes the compactions held for it; then one store
+        round fsyncs the active block, the delete log, new blocks' directory entries and those
+        compactions, in a worker thread. Applies may continue meanwhile (they land past the
+        positions). Raises ``StoreFailed`` if the round fails (the store is then failed).
+        After the caller wrote the positions durably, it calls ``checkpoint_durable``.
+        """
+        if not self._replica:
+            raise StoreError("checkpoints are for a store opened in replica mode")
+        self._check_open()
+        if self.failed is not None:
+            raise self.failed
+        blocks = self._blocks
+        try:
+            blocks.flush()
+            self._log.flush()
+        except OSError as exc:
+            raise self._write_failed(exc) from exc
+        mark = blocks.capture()
+        active = blocks.active
+        positions = Positions(
+            last_seq=self._idx.last,
+            log_generation=self._log.generation,
+            log_length=self._log.size,
+            block=active.index,
+            offset=active.disk_size,
+            mark=mark,
+        )
+        self._commit.dirty()
+        try:
+            await self._commit.wait()
+        except OSError as exc:
+            raise self.failed or StoreError(f"cannot sync to disk: {exc}") from exc
+        if self.failed is not None:
+            raise self.failed
+        return positions
+
+    def checkpoint_durable(self, positions: Positions) -> None:
+        """The caller has written ``positions`` (from this store's ``checkpoint()``) durably:
+        release the held work they cover. It runs on the loop and in the following rounds,
+        which this call starts (so erased payloads and dropped blocks are gone soon after)."""
+        if not self._replica:
+            raise StoreError("checkpoints are for a store opened in replica mode")
+        if positions.mark > self._blocks.held.serial or positions.last_seq > self._idx.last:
+            raise ValueError("positions from another store or another instance of it")
+        if self._closed or self.failed is not None:
+            return
+        self._durable_at = positions
+        try:
+            self._blocks.release(positions.mark)
+        except OSError as exc:
+            raise self._write_failed(exc) from exc
+        if self._blocks.pending:
+            self._rewrite_scheduled()
+
     @property
     def fsync_rounds(self) -> int:
         """Completed group-commit rounds (tests count them)."""
@@ -478,9 +553,19 @@ class FileStore(IndexedStore):
             self._log.close()
             return
         idx = self._idx
+        mark: tuple[int, int, int] | None = None
+        if self._replica:
+            # The rewrite and the snapshot must be the state at a durable checkpoint (a cut
+            # back to it keeps them): only when nothing changed since the newest one.
+            at = self._durable_at
+            if at is None or not at.same_place(self._positions_now()):
+                self._blocks.close()
+                self._log.close()
+                return
+            mark = (at.last_seq, at.log_generation, at.log_length)
         dead = dead_ranges(idx.live, idx.base, idx.first - idx.base, len(idx.live))
         try:
-            self._log.rewrite(idx.first, idx.last, self._last_ts, list(dead))
+            self._log.rewrite(idx.first, idx.last, self._last_ts, list(dead), mark)
             self._write_snapshot()
         except OSError as exc:
             # A full disk, say: the synced log and blocks still say everything; the next
@@ -489,9 +574,15 @@ class FileStore(IndexedStore):
         self._blocks.close()
         self._log.close()
 
+    def _positions_now(self) -> Positions:
+        """Where the (flushed) store ends now, as a checkpoint would name it."""
+        blk, dlog = self._blocks.active, self._log
+        return Positions(self._idx.last, dlog.generation, dlog.size, blk.index, blk.disk_size)
+
     def _write_snapshot(self) -> None:
         idx = self._idx
         st = idx.subjects
+        named = self._durable_at if self._replica else None
         ttl = sorted(self._ttl.items())
         arrays: dict[str, Any] = {
             "live": idx.live,
@@ -519,6 +610,7 @@ class FileStore(IndexedStore):
             names=st.names,
             free=st.free,
             arrays=list(arrays),
+            checkpoint=named.to_bytes().hex() if named is not None else None,
         )
         self._io.write_atomic(os.path.join(self._dir, SNAP_NAME), encode_snapshot(header, arrays))
 
