@@ -182,6 +182,8 @@ class Server:
     async def enter_lame_duck(self) -> None:
         """Stop accepting, tell clients (INFO ldm), then close them over the lame-duck window.
 
+        First, as nats-server moves its Raft leaders, every replicated stream led here hands
+        its leadership to an in-sync replica (bounded: ``Replicas.hand_over``).
         As in nats-server: the INFO goes only to clients that said ``protocol: 1`` (async INFO);
         with no clients the server stops at once; otherwise it waits the grace period, then
         spreads the closes over the rest of the duration (at most 1 s apart) and stops right
@@ -195,6 +197,11 @@ class Server:
             self._listener.close()
         if self.cluster is not None:
             self.cluster.enter_lame_duck()
+        clustered = getattr(self.jetstream, "clustered", None)
+        if clustered is not None:
+            # The streams this server leads hand their leadership over while it is still up
+            # (routes and etcd included), so none waits an election timeout once it exits.
+            await clustered.replicas.hand_over()
         if not self.clients:
             await self.shutdown()
             return

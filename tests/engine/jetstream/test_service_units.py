@@ -178,7 +178,8 @@ def test_dedupe_forgets_ids_outside_the_window() -> None:
         ("STREAM.MSG.GET.X", "msg_get"),
         ("STREAM.MSG.DELETE.X", "msg_delete"),
         ("STREAM.NAMES", "stream_names"),
-        ("STREAM.LEADER.STEPDOWN.X", "cluster_required"),
+        ("STREAM.LEADER.STEPDOWN.X", "stream_leader_stepdown"),
+        ("STREAM.PEER.REMOVE.X", "cluster_required"),
     ],
 )
 def test_routes_match_whole_token_patterns(subject: str, handler: str) -> None:

@@ -22,7 +22,7 @@ from headwater.server.replicated.core import (
     SendSnapshot,
     Truncate,
 )
-from headwater.server.replicated.messages import Append, AppendReply, Entry
+from headwater.server.replicated.messages import Append, AppendReply, Entry, TimeoutNow
 from headwater.server.replicated.record import GroupRecord, quorum
 
 CFG = Config(
@@ -596,3 +596,107 @@ def test_a_late_duplicate_or_misplaced_snapshot_is_ignored() -> None:
     assert not fresh.snapshot_wanted(5) and fresh.on_snapshot(5, 1) == []
     lead = leader()
     assert not lead.snapshot_wanted(9) and lead.on_snapshot(9, 2) == []
+
+
+# Rule 8: leadership transfer ------------------------------------------------------------------
+
+
+def timeouts(actions: list[Any]) -> list[tuple[str, TimeoutNow]]:
+    return [(a.to, a.msg) for a in of(actions, Send) if isinstance(a.msg, TimeoutNow)]
+
+
+def test_step_down_sends_timeout_now_to_a_caught_up_preferred_member() -> None:
+    r = leader()
+    out = r.step_down("c")
+    assert timeouts(out) == [("c", TimeoutNow(2, "a"))]
+    assert r.transferring_to == "c"
+
+
+def test_step_down_rejects_new_proposals_with_the_target_as_hint() -> None:
+    r = leader()
+    r.step_down("b")
+    out = r.propose(b"x", "t1")
+    assert out == [Rejected("t1", "b")]
+    assert r.last_index == 1  # nothing appended
+
+
+def test_step_down_waits_until_the_target_durably_holds_the_log() -> None:
+    r = leader()
+    r.on_tick(10)
+    r.propose(b"x", "t1")  # index 2, not yet on any follower
+    out = r.step_down("b")
+    assert timeouts(out) == []
+    assert timeouts(r.on_message(ok("b", 1))) == []  # not there yet
+    out = r.on_message(ok("b", 2))
+    assert timeouts(out) == [("b", TimeoutNow(2, "a"))]
+
+
+def test_step_down_prefers_the_most_caught_up_when_preferred_is_not_in_sync() -> None:
+    r = leader()
+    r.on_tick(10)
+    r.propose(b"x", "t1")
+    r.on_message(ok("c", 2))
+    r.on_message(ok("b", 1))
+    for preferred in (None, "a", "zzz"):
+        r._transfer = None
+        assert timeouts(r.step_down(preferred)) == [("c", TimeoutNow(2, "a"))]
+    r2 = leader(in_sync="ab")
+    assert timeouts(r2.step_down("c")) == [("b", TimeoutNow(2, "a"))]  # c is out of sync
+
+
+def test_a_transfer_that_does_not_complete_in_an_election_timeout_resumes() -> None:
+    r = leader()
+    r.on_tick(100)
+    r.step_down("b")
+    r.on_tick(100 + CFG.election_timeout - 10)
+    assert of(r.propose(b"x", "t1"), Rejected)
+    r.on_tick(100 + CFG.election_timeout)
+    assert r.transferring_to is None
+    assert of(r.propose(b"y", "t2"), Persist)
+
+
+def test_step_down_does_nothing_on_a_follower() -> None:
+    assert follower().step_down("c") == []
+
+
+def test_a_follower_campaigns_at_once_on_timeout_now_from_its_leader() -> None:
+    r = follower()
+    r.on_tick(10)  # well within the election timeout
+    out = r.on_message(TimeoutNow(1, "a"))
+    [proposal] = of(out, ProposeRecord)
+    assert proposal.new == GroupRecord(PEERS, 2, "b", frozenset("abc"))
+    assert r.fenced == 1  # fenced first, as any campaign
+
+
+@pytest.mark.parametrize(
+    ("msg", "record"),
+    [
+        (TimeoutNow(1, "c"), rec(1, "a")),  # not the epoch's leader
+        (TimeoutNow(2, "a"), rec(1, "a")),  # another epoch
+        (TimeoutNow(1, "a"), rec(1, "a", in_sync="ac")),  # not in sync
+        (TimeoutNow(1, "b"), rec(1, "a")),  # from itself
+    ],
+)
+def test_a_timeout_now_that_does_not_fit_is_ignored(msg: TimeoutNow, record: GroupRecord) -> None:
+    r = follower(record=record)
+    r.on_tick(10)
+    assert r.on_message(msg) == []
+    assert r.fenced == 0
+
+
+def test_a_deposed_leader_stops_transferring() -> None:
+    r = leader()
+    r.step_down("b")
+    r.on_record(rec(3, "b", revision=3))
+    assert not r.is_leader and r.transferring_to is None
+
+
+def test_quorum_heard_counts_recent_progress() -> None:
+    r = leader()
+    r.on_tick(50)
+    assert r.quorum_heard(1000)
+    r.propose(b"x", "t1")
+    r.on_tick(5000)
+    assert not r.quorum_heard(1000)  # nobody made progress for 5 s
+    r.on_message(ok("b", 2))
+    assert r.quorum_heard(1000)  # itself and b: 2 of 3

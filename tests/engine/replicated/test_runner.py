@@ -350,6 +350,46 @@ async def test_a_new_leader_takes_over_and_later_proposals_succeed(nodes: list[N
     await wait_until(applied_everywhere(nodes, ops + later), 5.0, "the two left applied all")
 
 
+async def test_step_down_hands_leadership_to_the_preferred_replica(nodes: list[Node]) -> None:
+    """Leadership transfer (the core's rule 8) over real routes and etcd: the preferred
+    replica leads the next epoch, well before an election timeout would have it, and nothing
+    acknowledged is lost; a second step-down without a preference moves it again."""
+    ops = [f"msg:{i}".encode() for i in range(10)]
+    for op in ops:
+        await propose(nodes, op)
+    old = leader(nodes)
+    assert old is not None and old.runner is not None
+    epoch = old.runner.replica.epoch
+    target = next(n for n in nodes if n is not old)
+    old.runner.step_down(target.name)
+    took = await wait_until(lambda: leader(nodes) is target, 3.0, f"{target.name} leading")
+    assert target.runner is not None and target.runner.replica.epoch == epoch + 1
+    print(f"\nleadership handed from {old.name} to {target.name} in {took * 1000:.0f} ms")
+    assert (False, epoch + 1) in old.leading
+    later = [f"msg:after{i}".encode() for i in range(5)]
+    for op in later:
+        await propose(nodes, op)
+    target.runner.step_down()
+    await wait_until(lambda: leader(nodes) not in (None, target), 3.0, "another leader")
+    await wait_until(applied_everywhere(nodes, ops + later), 5.0, "all applied everything")
+
+
+async def test_a_leader_without_a_quorum_reports_it(nodes: list[Node]) -> None:
+    lead = leader(nodes)
+    assert lead is not None and lead.runner is not None
+    lost: list[float] = []
+    lead.runner.on_quorum_lost = lambda: lost.append(time.monotonic())
+    lead.runner.lost_quorum_ms = 500
+    await asyncio.sleep(0.7)
+    assert lost == []  # the followers answer its heartbeats
+    for node in nodes:
+        if node is not lead:
+            await node.crash()
+    await wait_until(lambda: len(lost) == 1, 3.0, "quorum lost reported")
+    await asyncio.sleep(0.5)
+    assert len(lost) == 1  # once per lost_quorum_every_s
+
+
 async def test_a_restarted_runner_catches_up_from_its_log(nodes: list[Node]) -> None:
     ops = [f"msg:{i}".encode() for i in range(10)]
     for op in ops:

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from headwater.server.replicated.core import Action, Replica, Truncate
-from headwater.server.replicated.messages import Append
+from headwater.server.replicated.core import Action, Replica, Send, Truncate
+from headwater.server.replicated.messages import Append, TimeoutNow
+from headwater.server.replicated.record import GroupRecord
 from headwater.server.replicated.simulator import Simulation, Violation, main, run_seed
 
 
@@ -28,15 +29,23 @@ def failures(seeds: range, replicas: int) -> list[str]:
 
 
 def soak(seeds: range, replicas: int) -> tuple[list[str], int]:
-    """The violations found, and in how many seeds a follower caught up from a snapshot."""
+    return soak_counts(seeds, replicas)[:2]
+
+
+def soak_counts(seeds: range, replicas: int) -> tuple[list[str], int, int]:
+    """The violations found, in how many seeds a follower caught up from a snapshot, and in
+    how many a step-down handed leadership over."""
     found = []
-    with_installs = 0
+    with_installs = with_transfers = 0
     for seed in seeds:
         try:
-            with_installs += run_seed(seed, replicas).installs > 0
+            sim = run_seed(seed, replicas)
         except Violation as exc:
             found.append(str(exc))
-    return found, with_installs
+            continue
+        with_installs += sim.installs > 0
+        with_transfers += sim.transfers > 0
+    return found, with_installs, with_transfers
 
 
 # Many seeds ----------------------------------------------------------------------------------
@@ -44,10 +53,12 @@ def soak(seeds: range, replicas: int) -> tuple[list[str], int]:
 
 @pytest.mark.parametrize("replicas", [3, 5])
 def test_a_few_seeds(replicas: int) -> None:
-    found, with_installs = soak(range(40), replicas)
+    found, with_installs, with_transfers = soak_counts(range(40), replicas)
     assert found == []
-    # Catch-up from a snapshot is exercised, not only possible (most seeds do it).
+    # Catch-up from a snapshot and leadership transfer are exercised, not only possible
+    # (most seeds do both).
     assert with_installs >= 1
+    assert with_transfers >= 20
 
 
 @pytest.mark.slow
@@ -62,6 +73,13 @@ def test_regression_seeds() -> None:
     # 10719 (R5): after the heal, followers kept an older epoch's uncommitted entries past
     # the new leader's log end (no convergence); fixed by the new leader's no-op entry.
     run_seed(10719, 5)
+    run_seed(10719, 5, stepdowns=False)  # the very run that found it
+
+
+def test_step_downs_leave_the_faults_of_a_seed_alone() -> None:
+    # Drawn from their own generator: the first fault comes at the same time either way.
+    with_, without = Simulation(7, 3), Simulation(7, 3, stepdowns=False)
+    assert [e for e in with_._events if e[2] != "stepdown"] == without._events
 
 
 def test_a_seed_replays_exactly() -> None:
@@ -180,3 +198,33 @@ def test_a_snapshot_past_the_applied_index_is_caught(replicas: int) -> None:
     assert found is not None
     assert "core refused" not in str(found)  # the simulator's own checks saw it
     assert "installs a snapshot" in str(found)
+
+
+class TransfersToAnyone(Replica):
+    """Hands leadership to whoever is preferred, and a follower told to campaign by
+    TimeoutNow does so even out of `in_sync`, putting itself back in: a stale replica can then
+    lead without entries that were acknowledged."""
+
+    def step_down(self, preferred: str | None = None) -> list[Action]:
+        rec = self.record
+        if not self.is_leader or rec is None or self.now is None:
+            return []
+        target = preferred or sorted(set(rec.peers) - {self.name})[-1]
+        if target == self.name:
+            return []
+        self._transfer = (target, self.now)
+        return [Send(target, TimeoutNow(self.epoch, self.name))]
+
+    def _on_timeout_now(self, m: TimeoutNow) -> list[Action]:
+        rec = self.record
+        if rec is None or self.is_leader or self._in_flight() or rec.epoch != m.epoch:
+            return []
+        self.fenced = max(self.fenced, self.epoch)
+        new = GroupRecord(rec.peers, rec.epoch + 1, self.name, rec.in_sync | {self.name})
+        return self._propose(new, rec.revision, campaign=True)
+
+
+@pytest.mark.parametrize("replicas", [3, 5])
+def test_a_transfer_to_a_member_out_of_sync_is_caught(replicas: int) -> None:
+    found = first_violation(TransfersToAnyone, range(40), replicas)
+    assert found is not None, "the simulator did not see a stale replica lead"

@@ -13,7 +13,7 @@ import random
 import msgspec
 import pytest
 
-from headwater.server.replicated.messages import Append, AppendReply, Entry
+from headwater.server.replicated.messages import Append, AppendReply, Entry, TimeoutNow
 from headwater.server.replicated.wire import WireError, decode, encode
 
 
@@ -32,9 +32,11 @@ def append(entries: int = 3, prev: int = 4, epoch: int = 2) -> Append:
         AppendReply(2, "s3", True, 7, 9),
         AppendReply(5, "s3", False, 0, 0),
         AppendReply(0, "a-server-with-a-long-name" * 5, False, 0, 3),
+        TimeoutNow(1, "s1"),
+        TimeoutNow(2**40, "a-server-with-a-long-name" * 5),
     ],
 )
-def test_round_trip(msg: Append | AppendReply) -> None:
+def test_round_trip(msg: Append | AppendReply | TimeoutNow) -> None:
     data = encode(msg)
     assert decode(data) == msg
     assert decode(bytearray(data)) == msg
@@ -46,6 +48,7 @@ def test_compact() -> None:
     one = len(encode(append(entries=1)))
     assert len(encode(append(entries=101))) - one < 100 * (len(b"op10") + 8)
     assert len(encode(AppendReply(2, "s3", True, 7, 9))) < 12
+    assert len(encode(TimeoutNow(2, "s3"))) < 8
 
 
 def raw(*fields: object) -> bytes:
@@ -60,7 +63,12 @@ def raw(*fields: object) -> bytes:
         b"not msgpack at all",
         msgspec.msgpack.encode({"epoch": 1}),  # a map, not an array
         raw(),
-        raw(3, 1, "s1", 0, 0, [], 0),  # unknown kind
+        raw(9, 1, "s1", 0, 0, [], 0),  # unknown kind
+        raw(3, 1, "s1", 0, 0, [], 0),  # a TimeoutNow with an Append's fields
+        raw(3, 0, "s1"),  # TimeoutNow: epoch 0
+        raw(3, 1, ""),  # no leader
+        raw(3, 1),  # a field short
+        raw(3, -1, "s1"),
         raw("1", 1, "s1", 0, 0, [], 0),
         raw(1, 1, "s1", 0, 0, []),  # a field short
         raw(1, 1, "s1", 0, 0, [], 0, 9),  # a field too many
@@ -92,7 +100,7 @@ def test_malformed_is_refused(data: bytes) -> None:
 
 def test_random_bytes_never_escape_as_another_error() -> None:
     rng = random.Random(18)
-    good = [encode(append()), encode(AppendReply(2, "s3", True, 7, 9))]
+    good = [encode(append()), encode(AppendReply(2, "s3", True, 7, 9)), encode(TimeoutNow(4, "s2"))]
     for _ in range(3000):
         base = bytearray(rng.choice(good))
         for _ in range(rng.randint(1, 4)):

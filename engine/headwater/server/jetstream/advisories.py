@@ -1,5 +1,7 @@
 """Stream lifecycle advisories on ``$JS.EVENT.ADVISORY.STREAM.<CREATED|UPDATED|DELETED>.<name>``,
-and the API's ``$JS.EVENT.ADVISORY.API.LIMIT_REACHED``.
+a replicated stream's leader advisories (``STREAM.LEADER_ELECTED.<name>``, sent by a replica
+when it starts leading, and ``STREAM.QUORUM_LOST.<name>``, sent by a leader that has not heard
+from a quorum of replicas for a while), and the API's ``$JS.EVENT.ADVISORY.API.LIMIT_REACHED``.
 
 Monitoring tools (``nats event --js-advisory``, jsm.go) decode these by ``type``, so the body
 carries nats-server's ``stream_action`` field names: ``type``, ``id``, ``timestamp``,
@@ -26,6 +28,8 @@ __all__ = [
     "publish_stream_action",
     "publish_stream_event",
     "stream_action_body",
+    "stream_leader_elected_body",
+    "stream_quorum_lost_body",
 ]
 
 STREAM_ADVISORY = "$JS.EVENT.ADVISORY.STREAM"
@@ -72,6 +76,23 @@ def publish_stream_event(
         return
     body = advisory_body(kind.lower(), domain, stream=stream, **fields)
     client.publish(f"{STREAM_ADVISORY}.{kind}.{stream}", body)
+
+
+def stream_leader_elected_body(
+    stream: str, leader: str, replicas: list[dict[str, Any]], domain: str = ""
+) -> bytes:
+    """``io.nats.jetstream.advisory.v1.stream_leader_elected``: ``leader`` now leads
+    ``stream``; ``replicas`` are nats-server's ``PeerInfo``s of every replica, the leader
+    included (``name``, ``current``, ``active``, ``lag`` when behind, ``peer``)."""
+    return advisory_body(
+        "stream_leader_elected", domain, stream=stream, leader=leader, replicas=replicas
+    )
+
+
+def stream_quorum_lost_body(stream: str, replicas: list[dict[str, Any]], domain: str = "") -> bytes:
+    """``io.nats.jetstream.advisory.v1.stream_quorum_lost``: the stream's leader cannot reach
+    a quorum of its replicas, so it stalls."""
+    return advisory_body("stream_quorum_lost", domain, stream=stream, replicas=replicas)
 
 
 def api_limit_reached_body(server: str, dropped: int, domain: str = "") -> bytes:

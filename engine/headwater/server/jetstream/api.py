@@ -84,7 +84,9 @@ ROUTES: tuple[Route, ...] = (
     Route(("STREAM", "PURGE", "*"), "stream_purge", "stream_purge", {"purged": 0}),
     Route(("STREAM", "MSG", "GET", "*"), "msg_get", "stream_msg_get"),
     Route(("STREAM", "MSG", "DELETE", "*"), "msg_delete", "stream_msg_delete"),
-    Route(("STREAM", "LEADER", "STEPDOWN", "*"), "cluster_required", "stream_leader_stepdown"),
+    Route(
+        ("STREAM", "LEADER", "STEPDOWN", "*"), "stream_leader_stepdown", "stream_leader_stepdown"
+    ),
     Route(("STREAM", "PEER", "REMOVE", "*"), "cluster_required", "stream_remove_peer"),
 )
 

@@ -56,6 +56,10 @@ the core expects) and proposed again, and the one after etcd's election goes thr
 stream's failover waits on this."""
 
 
+HAND_OVER_TIMEOUT_S = 5.0
+"""How long a server entering lame duck mode waits for its streams' leadership to move."""
+
+
 def groups_dir(root: Path) -> Path:
     """Where this server's replication logs live, one directory per replicated stream."""
     return root / "groups"
@@ -190,6 +194,28 @@ class Replicas:
         wal = self._logs.pop(name, None)
         if wal is not None:
             await wal.aclose()
+
+    async def hand_over(self, timeout: float = HAND_OVER_TIMEOUT_S) -> int:
+        """Lame duck: every group led here hands its leadership to an in-sync replica (the
+        core's step-down), so that a rolling restart moves leadership away before the process
+        exits rather than leaving each stream leaderless for an election timeout. Waits,
+        bounded, until none is led here; returns how many still are."""
+        leading = [g for g in self.groups.values() if g.runner.is_leader]
+        for group in leading:
+            group.step_down()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            left = [g for g in leading if g.runner.is_leader]
+            if not left:
+                return 0
+            for group in left:
+                if group.runner.transferring_to is None:
+                    group.step_down()  # the last attempt timed out: again, while time remains
+            await asyncio.sleep(0.05)
+        left = [g.stream.name for g in leading if g.runner.is_leader]
+        if left:
+            log.warning("lame duck: still leading %s after %.1f s", ", ".join(left), timeout)
+        return len(left)
 
     async def close(self) -> None:
         """Server shutdown: every runner stops and its log closes (the streams are the

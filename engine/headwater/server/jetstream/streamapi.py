@@ -13,6 +13,9 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import orjson
+
+from headwater.server.replicated.runner import LOST_QUORUM_MS
 from headwater.server.store.base import StoreError
 
 from . import errors, groupops
@@ -29,6 +32,7 @@ from .templates import check_not_template_owned
 from .wire import is_empty_request
 
 if TYPE_CHECKING:
+    from .clustered import ClusteredJetStream
     from .service import JetStreamService
     from .stream import Stream
 
@@ -55,6 +59,19 @@ _PURGE_REQUEST = GoType(
     "server.JSApiStreamPurgeRequest", "struct", {"seq": _U64, "filter": _STR, "keep": _U64}
 )
 _DELETE_REQUEST = GoType("server.JSApiMsgDeleteRequest", "struct", {"seq": _U64, "no_erase": _BOOL})
+_STEPDOWN_REQUEST = GoType(
+    "server.JSApiLeaderStepdownRequest",
+    "struct",
+    {
+        "placement": GoType(
+            "server.Placement",
+            "struct",
+            {"cluster": _STR, "tags": GoType("[]string", "strs"), "preferred": _STR},
+            pointer=True,
+        )
+    },
+)
+NO_REPLACEMENT = "no replacement peer connected"
 
 
 OFF_LOOP_BYTES = 16 * 1024
@@ -68,6 +85,62 @@ _T = TypeVar("_T")
 
 def _stream_name(req: Request) -> str:
     return req.tokens[-1]
+
+
+_PLACEMENT_FIELDS = frozenset({"cluster", "tags", "preferred"})
+
+
+def _check_known_fields(body: bytes) -> None:
+    """nats-server decodes a step-down request strictly: 10025 for a field it does not know
+    (Go matches field names case-insensitively)."""
+    value = orjson.loads(body)
+    if not isinstance(value, dict):
+        return
+    for key, inner in value.items():
+        if key.lower() != "placement":
+            raise errors.INVALID_JSON.exc(err=f'json: unknown field "{key}"')
+        for field_name in inner if isinstance(inner, dict) else ():
+            if field_name.lower() not in _PLACEMENT_FIELDS:
+                raise errors.INVALID_JSON.exc(err=f'json: unknown field "{field_name}"')
+
+
+def _stepdown_target(
+    placement: dict[str, Any] | None,
+    peers: tuple[str, ...],
+    leader: str,
+    clustered: ClusteredJetStream,
+) -> str | None:
+    """The replica a step-down should hand over to, as ``placement`` says (None: the core
+    picks the most caught up in-sync one); 10005 with nats-server's texts when none fits."""
+    if not placement:
+        return None
+    preferred = placement.get("preferred") or ""
+    if preferred:
+        if preferred not in clustered.peers and preferred not in peers:
+            raise errors.CLUSTER_NO_PEERS.exc(err=f'preferred server "{preferred}" not known')
+        if preferred == leader:
+            raise errors.CLUSTER_NO_PEERS.exc(
+                err=f'preferred server "{preferred}" is already leader'
+            )
+    cluster = placement.get("cluster") or ""
+    tags = set(placement.get("tags") or ())
+    candidates = []
+    for name in peers:
+        peer = clustered.peers.get(name)
+        if name == leader or peer is None:
+            continue  # itself, or not connected
+        if cluster and cluster != clustered.cluster.name:
+            continue
+        if not tags <= set(peer.tags):
+            continue
+        candidates.append(name)
+    if preferred:
+        if preferred not in candidates:
+            raise errors.CLUSTER_NO_PEERS.exc(err=NO_REPLACEMENT)
+        return preferred
+    if not candidates:
+        raise errors.CLUSTER_NO_PEERS.exc(err=NO_REPLACEMENT)
+    return candidates[0]
 
 
 def check_storable_name(cfg: StreamConfig) -> None:
@@ -100,6 +173,36 @@ class StreamApi:
 
     async def cluster_required(self, req: Request) -> dict[str, Any]:
         raise errors.CLUSTER_REQUIRED.exc()
+
+    async def stream_leader_stepdown(self, req: Request) -> dict[str, Any]:
+        """STREAM.LEADER.STEPDOWN: here on the server leading the stream (the cluster sends
+        it on to it). A replicated stream's leader hands its leadership to an in-sync replica
+        (the one ``placement`` names or allows); an R1 stream has nothing to hand over and,
+        as on nats-server, succeeds. Answered once the transfer is under way, as nats-server
+        answers once its Raft node stepped down."""
+        clustered = self.service.clustered
+        if clustered is None:
+            raise errors.CLUSTER_REQUIRED.exc()
+        stream = self._lookup(_stream_name(req))
+        placement: dict[str, Any] | None = None
+        if not is_empty_request(req.body):
+            decoded = decode_request(
+                req.body, _STEPDOWN_REQUEST, "server.JSApiLeaderStepdownRequest"
+            )
+            _check_known_fields(req.body)
+            placement = decoded.get("placement")
+        group = stream.group
+        if group is None:
+            return {"success": True}
+        runner = group.runner
+        record = runner.record
+        if not runner.is_leader or record is None:
+            raise errors.CLUSTER_NOT_AVAIL.exc()  # sent here, but this replica lost the lead
+        if not runner.replica.quorum_heard(LOST_QUORUM_MS):
+            raise errors.CLUSTER_NOT_AVAIL.exc()  # no replica to hand it to is reachable
+        preferred = _stepdown_target(placement, record.peers, runner.name, clustered)
+        group.step_down(preferred)
+        return {"success": True}
 
     # --- stream lifecycle ----------------------------------------------------------------
 

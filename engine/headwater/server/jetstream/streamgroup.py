@@ -17,7 +17,10 @@ group's log (a :class:`GroupRunner`) (docs/REPLICATION.md, "Applying").
 - **Expiry** follows the leader's clock: when the stream's expiry timer fires on the leader
   it proposes :class:`groupops.Expire` (one at a time), and the timer is armed again once an
   Expire is applied. Replicas remove nothing by their own clocks.
-- **Leadership**: the runner's ``on_leadership`` makes the stream take its messages, or stop.
+- **Leadership**: the runner's ``on_leadership`` makes the stream take its messages, or stop,
+  and a replica that starts leading sends ``$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED``; a
+  leader that cannot reach a quorum sends ``QUORUM_LOST`` (the runner's ``on_quorum_lost``).
+  :meth:`StreamGroup.step_down` hands the leadership over (STREAM.LEADER.STEPDOWN, lame duck).
 - **Snapshots** (docs/REPLICATION.md, "Catching up") go through a :class:`Transfers` of the
   group's own (``$HW.SNAP.<stream>.<server id>``, the runner's transport). The runner's
   ``on_send_snapshot`` starts a :class:`groupsnapshot.SnapshotProducer` in the callback (the
@@ -87,7 +90,7 @@ from headwater.server.replicated.runner import GroupRunner, ReplicaLog, Resolve,
 from headwater.server.replicated.transfer import FileSink, Transfers, file_sinks
 from headwater.server.replicated.wal import SEGMENT_BYTES, ReplicationLog
 
-from . import errors, groupops, groupsnapshot, publish
+from . import advisories, errors, groupops, groupsnapshot, publish
 from .groupconsumers import GroupConsumers
 from .stream import Stream
 from .wire import rfc3339
@@ -187,6 +190,7 @@ class StreamGroup:
             on_rejected=self._on_rejected,
             on_leadership=self._on_leadership,
             on_send_snapshot=self._on_send_snapshot,
+            on_quorum_lost=self._on_quorum_lost,
         )
         snapshots = snapshot_dir if snapshot_dir is not None else Path(tempfile.gettempdir())
         self.transfers = Transfers(
@@ -218,6 +222,11 @@ class StreamGroup:
         self._expiring = False
         self.leader_since = 0
         """When this replica last started leading (ns), for STREAM.INFO."""
+        self._epoch_committed = False
+        """Leading, with the no-op entry of its epoch applied (see :meth:`current`)."""
+        self._caught_up_at = -(1 << 62)
+        """When (the core's clock, ms) an apply last reached what the leader said is
+        committed: see :meth:`current`."""
         self.consumers = GroupConsumers(stream, consumers)
         """The stream's consumers, as its log has them (and live here while leading)."""
 
@@ -237,6 +246,32 @@ class StreamGroup:
                 await self._installing
         if self._taking is not None:
             self._taking.cancel()
+
+    def current(self) -> bool:
+        """Whether this replica is current (``/healthz``): it leads, committed in its epoch
+        (its no-op entry is applied) and heard from every in-sync replica within an election
+        timeout; or it is in sync, holds its state, heard from its leader within an election
+        timeout and applied everything that leader told it is committed."""
+        runner = self.runner
+        core, record = runner.replica, runner.record
+        if runner.is_leader:
+            timeout = core.config.election_timeout
+            now = core.now or 0
+            heard = all(
+                now - seen <= timeout for _, in_sync, _, seen in core.followers() if in_sync
+            )
+            return self._epoch_committed and heard
+        if self.lost_state or record is None or core.name not in record.in_sync:
+            return False
+        if not core.leader or core.leader == core.name or core.now is None:
+            return False
+        if core.last_heard is None or core.now - core.last_heard > core.config.election_timeout:
+            return False
+        if core.told_commit > 0 and core.applied >= core.told_commit:
+            return True
+        # Under load the leader's commit index runs ahead between two applies: current if it
+        # was caught up lately (a lagging replica never is).
+        return core.now - self._caught_up_at <= core.config.election_timeout
 
     def may_lead(self) -> bool:
         """Whether this replica may make itself leader now (see the module docstring)."""
@@ -331,6 +366,7 @@ class StreamGroup:
                 if self.runner.is_leader and entry.epoch == self.runner.replica.epoch:
                     # Everything committed before this leader's epoch is applied now: its
                     # consumers may run (groupconsumers: "Changing leader").
+                    self._epoch_committed = True
                     self.consumers.activate()
                 continue
             if isinstance(op, groupops.ConsumerOp):
@@ -342,6 +378,9 @@ class StreamGroup:
             if isinstance(op, groupops.Expire):
                 self.stream._arm_expiry(force=True)
         self._outcomes = outcomes
+        core = self.runner.replica
+        if core.now is not None and core.applied >= core.told_commit > 0:
+            self._caught_up_at = core.now
         if entries:
             self._applied = entries[-1].index
             if self._applied - self._compacted_at >= self.compact_every:
@@ -452,8 +491,10 @@ class StreamGroup:
     def _on_leadership(self, leading: bool, epoch: int) -> None:
         self.leading = leading
         if not leading:
+            self._epoch_committed = False
             self.consumers.deactivate()
         if leading:
+            self._advise("LEADER_ELECTED")
             self.leader_since = time.time_ns()
             # Times never go back across leaders, whatever this server's clock says: a
             # message's time is at least its predecessor's (what the store would do anyway).
@@ -461,6 +502,49 @@ class StreamGroup:
         if self._taking is None or self._taking.done():
             loop = asyncio.get_running_loop()
             self._taking = loop.create_task(self._follow_leadership())
+
+    # Leadership transfer and the leader advisories -----------------------------------------
+
+    def step_down(self, preferred: str | None = None) -> None:
+        """Hand this replica's leadership to an in-sync replica, ``preferred`` if it is one
+        (STREAM.LEADER.STEPDOWN, lame duck): the core's rule 8."""
+        self.runner.step_down(preferred)
+
+    def _on_quorum_lost(self) -> None:
+        self._advise("QUORUM_LOST")
+
+    def _advise(self, kind: str) -> None:
+        """``$JS.EVENT.ADVISORY.STREAM.<kind>.<stream>`` with every replica's PeerInfo."""
+        from .clustered import peer_id  # clustered imports this module
+
+        stream, runner = self.stream, self.runner
+        record = runner.record
+        if record is None:
+            return
+        core = runner.replica
+        now = core.now or 0
+        # A new leader has heard from nobody yet in its epoch: the record says who is in sync.
+        followers = core.followers() if kind != "LEADER_ELECTED" else []
+        known = {name: (in_sync, match, seen) for name, in_sync, match, seen in followers}
+        replicas = []
+        for name in record.peers:
+            in_sync, match, seen = known.get(name, (name in record.in_sync, core.last_index, now))
+            lag = max(core.last_index - match, 0)
+            info: dict[str, Any] = {
+                "name": name,
+                "current": in_sync and lag == 0,
+                "active": max(now - seen, 0) * 1_000_000,
+            }
+            if lag:
+                info["lag"] = lag
+            info["peer"] = peer_id(name)
+            replicas.append(info)
+        domain = stream.domain or ""
+        if kind == "LEADER_ELECTED":
+            body = advisories.stream_leader_elected_body(stream.name, runner.name, replicas, domain)
+        else:
+            body = advisories.stream_quorum_lost_body(stream.name, replicas, domain)
+        stream.client.publish(f"{advisories.STREAM_ADVISORY}.{kind}.{stream.name}", body)
 
     async def _follow_leadership(self) -> None:
         """Subscribe or unsubscribe until the stream takes messages exactly while leading

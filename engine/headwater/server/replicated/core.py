@@ -2,8 +2,8 @@
 
 A `Replica` is fed inputs, each a method returning the actions the caller must carry out, in
 order: `on_record` (a group record from the etcd watch, or read after a CAS), `on_message`,
-`on_persisted`, `on_tick` (a logical clock in ms), `propose`, `on_cas_result` and
-`on_snapshot`; `compact` returns nothing. It does no I/O and reads no clock. The caller builds
+`on_persisted`, `on_tick` (a logical clock in ms), `propose`, `on_cas_result`, `on_snapshot`
+and `step_down`; `compact` returns nothing. It does no I/O and reads no clock. The caller builds
 it from what it recovered from disk: its snapshot's index and epoch (`base`, (0, 0) without
 one) and the durable log after it; runs the disk actions (Persist, Truncate, Rebase) in order
 and calls `on_persisted` once per Persist, in order, when its fsync is done.
@@ -75,6 +75,25 @@ Rules implemented (the reasons are in docs/REPLICATION.md):
      from later holds the snapshot's entries (completeness), and the base is a checkable
      `prev_index` for them.
 
+8. Leadership transfer (`step_down(preferred)`, Raft's): the leader picks a member of the
+   record's `in_sync` other than itself (`preferred` if it is one, else the one holding the
+   most durably, by name on a tie) and from then on rejects every proposal (`Rejected`, the
+   hint naming that member). Once that member's durable index in this epoch reaches the
+   leader's last index, each of its ok replies is answered with `TimeoutNow(epoch, leader)`
+   (a lost one is made good by the next heartbeat's reply). A follower that gets it for its
+   current epoch, from that epoch's leader per its record, while in its record's `in_sync`
+   and not already campaigning, campaigns at once: rule 5 without the election timeout and
+   stagger, so still fenced first and by the compare-and-swap. If no newer epoch is known
+   within `election_timeout` of the step-down, the leader takes proposals again. Why it is
+   safe: rule 5's argument never uses the timeout (the timeout is only for liveness: not
+   campaigning against a live leader), so a member of `in_sync` may campaign at any moment,
+   and `TimeoutNow` only chooses the moment; a late or duplicated one costs at most an
+   election. The leader resuming after the timeout is safe too: its proposals commit only
+   with every `in_sync` member's durable answer, the fenced campaigner's included, so none
+   commits in an epoch whose successor's swap succeeded (rule 5's fencing). The wait for
+   the target's durable index is for liveness: it holds every entry the leader had, so the
+   leader's uncommitted tail is committed in the new epoch instead of waiting for retries.
+
 `Apply` delivers committed entries in order, each once per replica lifetime, from the base
 on. A restarted replica knows no commit index past its base, so it applies again from
 base + 1: the caller rebuilds its state from its snapshot (or skips what that already holds).
@@ -87,7 +106,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from headwater.server.replicated.messages import Append, AppendReply, Entry, Message
+from headwater.server.replicated.messages import Append, AppendReply, Entry, Message, TimeoutNow
 from headwater.server.replicated.record import GroupRecord, quorum
 
 NOOP = b""  # the op of the entry a new leader appends first; the application skips it
@@ -241,6 +260,7 @@ class Replica:
         # Follower side.
         self.matched = 0  # log known equal to this epoch's leader's log up to here
         self.leader_commit = 0
+        self.told_commit = 0
         self._sent_durable = -1
         # Both sides.
         self.commit = self.base  # highest index known committed and held (durably matched) here
@@ -257,6 +277,7 @@ class Replica:
         """(index, token) of this leader's proposals not yet acknowledged, in index order."""
         self._last_heartbeat = 0
         self._snapshot_sent: dict[str, int] = {}  # follower -> when it was last sent one
+        self._transfer: tuple[str, int] | None = None  # (target, since) while stepping down
 
     # The log, past its base ------------------------------------------------------------------
 
@@ -290,6 +311,9 @@ class Replica:
             return []
         if self.is_leader:
             out: list[Action] = []
+            transfer = self._transfer
+            if transfer is not None and now - transfer[1] >= self.config.election_timeout:
+                self._transfer = None  # the transfer did not complete: lead on (rule 8)
             if now - self._last_heartbeat >= self.config.heartbeat_interval:
                 self._last_heartbeat = now
                 for f in self._followers():
@@ -329,7 +353,30 @@ class Replica:
     def on_message(self, msg: Message) -> list[Action]:
         if isinstance(msg, Append):
             return self._on_append(msg)
+        if isinstance(msg, TimeoutNow):
+            return self._on_timeout_now(msg)
         return self._on_reply(msg)
+
+    def step_down(self, preferred: str | None = None) -> list[Action]:
+        """Hand leadership over to a member of `in_sync` (rule 8): `preferred` if it is one,
+        else the most caught up. Nothing when not leading or no other member is in sync."""
+        rec = self.record
+        if not self.is_leader or rec is None or self.now is None:
+            return []
+        others = sorted(rec.in_sync - {self.name})
+        if not others:
+            return []
+        if preferred in others:
+            target = preferred
+        else:
+            target = max(others, key=lambda f: self._match.get(f, 0))  # first of the best
+        self._transfer = (target, self.now)
+        return self._timeout_now(target)
+
+    @property
+    def transferring_to(self) -> str | None:
+        """The member this leader is handing its leadership to, while it does (rule 8)."""
+        return self._transfer[0] if self._transfer is not None and self.is_leader else None
 
     def on_persisted(self, index: int) -> list[Action]:
         """The oldest Persist in flight is fsynced (called once per Persist, in order)."""
@@ -355,6 +402,9 @@ class Replica:
         if not self.is_leader:
             hint = self.leader if self.leader != self.name else None
             return [Rejected(token, hint) for _, token in items]
+        if self._transfer is not None:
+            # Stepping down: nothing new, so the target can hold all we have (rule 8).
+            return [Rejected(token, self._transfer[0]) for _, token in items]
         first = self.last_index + 1
         entries = [Entry(first + i, self.epoch, op) for i, (op, _) in enumerate(items)]
         self.log.extend(entries)
@@ -444,6 +494,9 @@ class Replica:
         if m.leader != self.leader or m.leader == self.name:
             return out
         self.last_heard = self.now
+        # What the leader says is committed, matched or not: only reports read it (a replica
+        # is current once it applied that much); applying goes by leader_commit.
+        self.told_commit = max(self.told_commit, m.commit)
         last = self.last_index
         if m.prev_index > last or m.prev_index < self.base:
             # Past our end; or inside our snapshot, where we cannot check its epoch: from
@@ -525,6 +578,7 @@ class Replica:
 
     def _step_down(self, leader: str | None) -> list[Action]:
         self.is_leader = False
+        self._transfer = None
         out: list[Action] = [Rejected(token, leader) for _, token in self._tokens]
         self._tokens = deque()
         self._next, self._recv, self._match, self._progress = {}, {}, {}, {}
@@ -552,13 +606,13 @@ class Replica:
         self._proposed_at = self.now
         return [ProposeRecord(new, expected)]
 
-    def _maybe_campaign(self) -> list[Action]:
+    def _maybe_campaign(self, at_once: bool = False) -> list[Action]:
         rec = self.record
         if rec is None or self.now is None or self.is_leader or self._in_flight():
             return []
         if self.name not in rec.in_sync or rec.epoch != self.epoch:
             return []
-        if rec.leader != self.name:
+        if rec.leader != self.name and not at_once:
             rank = sorted(rec.peers).index(self.name) if self.name in rec.peers else 0
             timeout = self.config.election_timeout + rank * self.config.election_stagger
             assert self.last_heard is not None
@@ -569,6 +623,15 @@ class Replica:
         self.fenced = max(self.fenced, self.epoch)
         new = GroupRecord(rec.peers, rec.epoch + 1, self.name, rec.in_sync)
         return self._propose(new, rec.revision, campaign=True)
+
+    def _on_timeout_now(self, m: TimeoutNow) -> list[Action]:
+        """The leader of our epoch hands its leadership to us (rule 8): campaign now."""
+        rec = self.record
+        if rec is None or self.is_leader or m.leader == self.name:
+            return []
+        if m.epoch != self.epoch or rec.epoch != m.epoch or rec.leader != m.leader:
+            return []  # another epoch, or not its leader: ignored
+        return self._maybe_campaign(at_once=True)
 
     # Leader side -----------------------------------------------------------------------------
 
@@ -585,6 +648,7 @@ class Replica:
         self._tokens = deque()
         self._last_heartbeat = self.now
         self._snapshot_sent = {}
+        self._transfer = None
         # A no-op entry in the new epoch, as Raft's: followers holding an older epoch's
         # uncommitted entries past our log's end must find a conflicting entry to cut them
         # back at; without one they would keep them for as long as nothing is proposed.
@@ -661,11 +725,29 @@ class Replica:
             out += self._leader_advance()
             if self._next[f] <= self.last_index:
                 out += self._send_to(f)
+            if self._transfer is not None and self._transfer[0] == f:
+                out += self._timeout_now(f)
             return out
         hint = max(0, min(m.hint, last))
         self._recv[f] = min(self._recv[f], hint)
         self._next[f] = hint + 1
         return self._send_to(f)
+
+    def _timeout_now(self, target: str) -> list[Action]:
+        """TimeoutNow to the transfer's target once it durably holds our whole log."""
+        if self._match.get(target, 0) < self.last_index:
+            return []
+        return [Send(target, TimeoutNow(self.epoch, self.name))]
+
+    def quorum_heard(self, within: int) -> bool:
+        """Whether this leader heard from a quorum of its peers (itself included) within
+        `within` ms: each counted follower made durable progress or answered caught up. The
+        owner reports a stream whose leader cannot commit ("quorum lost") when it did not."""
+        if not self.is_leader or self.record is None or self.now is None:
+            return True
+        now = self.now
+        heard = 1 + sum(1 for t in self._progress.values() if now - t <= within)
+        return heard >= quorum(len(self.record.peers))
 
     def _commit_set(self) -> set[str]:
         assert self.record is not None

@@ -1,7 +1,8 @@
 """What the replicas of one group send each other (docs/REPLICATION.md, "Writing").
 
 Only the leader of an epoch sends `Append`; every other replica answers with `AppendReply`.
-Both are plain values: the server side encodes them on the routes.
+A leader handing its leadership over sends `TimeoutNow` to the follower it chose. All are
+plain values: the server side encodes them on the routes.
 """
 
 from __future__ import annotations
@@ -50,4 +51,14 @@ class AppendReply:
     hint: int
 
 
-Message = Append | AppendReply
+@dataclass(frozen=True)
+class TimeoutNow:
+    """From the leader of `epoch`, stepping down: the receiver, a member of `in_sync` whose log
+    durably holds everything the leader had, campaigns at once instead of after the election
+    timeout (by the normal fenced compare-and-swap: this changes when, never how)."""
+
+    epoch: int
+    leader: str
+
+
+Message = Append | AppendReply | TimeoutNow

@@ -33,7 +33,11 @@ A `GroupRunner` owns a `core.Replica` and carries out its actions:
 - The record's etcd watch feeds `on_record`; a timer feeds `on_tick` every `tick_ms` with
   ``time.monotonic()`` in ms.
 - **Leadership**: the owner's `on_leadership(leading, epoch)` (it serves the stream's
-  clients only while leading).
+  clients only while leading). `step_down(preferred)` hands the leadership to an in-sync
+  replica (the core's rule 8); proposals meanwhile are rejected.
+- **Quorum lost**: while leading, when fewer than a quorum of the replicas (this one
+  included) were heard from within `lost_quorum_ms`, the owner's `on_quorum_lost()` is
+  called, at most once per `lost_quorum_every_s` (nats-server's advisory interval).
 - **Apply / Acknowledge / Rejected**: the owner's callbacks, with the tokens it passed to
   `propose`. Every token gets exactly one answer: Acknowledge, or Rejected (also for the
   proposals still waiting when the runner closes, and at once when `max_waiting` wait already
@@ -126,6 +130,11 @@ OnAcknowledge = Callable[[Any, int], None]
 OnRejected = Callable[[Any, "str | None"], None]
 OnLeadership = Callable[[bool, int], None]
 OnSendSnapshot = Callable[[str, int, int], None]
+OnQuorumLost = Callable[[], None]
+LOST_QUORUM_MS = 3_000
+"""A leader that heard from fewer than a quorum of replicas for this long lost its quorum."""
+LOST_QUORUM_EVERY_S = 10.0
+"""At most one quorum-lost report per this many seconds (nats-server's lostQuorumAdvInterval)."""
 
 
 def server_ids(peers: Mapping[str, Any]) -> Resolve:
@@ -174,6 +183,9 @@ class GroupRunner:
         on_rejected: OnRejected = _ignore,
         on_leadership: OnLeadership = _ignore,
         on_send_snapshot: OnSendSnapshot = _ignore,
+        on_quorum_lost: OnQuorumLost = _ignore,
+        lost_quorum_ms: int = LOST_QUORUM_MS,
+        lost_quorum_every_s: float = LOST_QUORUM_EVERY_S,
         tick_ms: int = 10,
         max_waiting: int = 10_000,
         max_cas: int = 2,
@@ -192,6 +204,10 @@ class GroupRunner:
         self.on_rejected = on_rejected
         self.on_leadership = on_leadership
         self.on_send_snapshot = on_send_snapshot
+        self.on_quorum_lost = on_quorum_lost
+        self.lost_quorum_ms = lost_quorum_ms
+        self.lost_quorum_every_s = lost_quorum_every_s
+        self._quorum_lost_at = -lost_quorum_every_s
         self.tick_ms = tick_ms
         self.max_waiting = max_waiting
         self.max_cas = max_cas
@@ -292,6 +308,17 @@ class GroupRunner:
         batch, self._proposing = self._proposing, []
         self._input(self.replica.propose_many, batch)
 
+    def step_down(self, preferred: str | None = None) -> None:
+        """Hand the leadership over to an in-sync replica, `preferred` if it is one (the
+        core's rule 8); nothing if this replica does not lead. The owner sees it go through
+        `on_leadership(False, ...)` once the new epoch is known."""
+        self._input(self.replica.step_down, preferred)
+
+    @property
+    def transferring_to(self) -> str | None:
+        """The replica this leader is handing its leadership to, while it does."""
+        return None if self._closed else self.replica.transferring_to
+
     def snapshot_wanted(self, index: int) -> bool:
         """Would a snapshot at `index` be installed (see the module docstring)?"""
         return not self._closed and self.replica.snapshot_wanted(index)
@@ -338,6 +365,16 @@ class GroupRunner:
         while True:
             await asyncio.sleep(self.tick_ms / 1000)
             self._input(self.replica.on_tick, _now_ms())
+            self._check_quorum()
+
+    def _check_quorum(self) -> None:
+        if not self.is_leader or self.replica.quorum_heard(self.lost_quorum_ms):
+            return
+        now = time.monotonic()
+        if now - self._quorum_lost_at >= self.lost_quorum_every_s:
+            self._quorum_lost_at = now
+            log.warning("replica %s of %s leads without a quorum: stalled", self.name, self.stream)
+            self._callback(self.on_quorum_lost)
 
     async def _watch_loop(self) -> None:
         records = self.store.watch(self.stream)

@@ -19,6 +19,13 @@ rebases the WAL). A `SendSnapshot` becomes a message carrying a copy of the send
 application state (delayed, lost, duplicated like the others); the receiver installs it if
 `snapshot_wanted`, then calls `on_snapshot`. Installs are counted (`installs`).
 
+Step-downs (`stepdowns`, on by default): every 200-1500 ms the replica leading calls
+`Replica.step_down`, naming a random server as preferred half of the time (itself or one out
+of `in_sync` included, which the core must pass over). They are drawn from a second random
+generator, seeded from the seed, so that the faults of a seed are the same with and without
+them. A transfer that completes (the target of a `TimeoutNow` leads the next epoch) is
+counted (`transfers`); the invariants are the same as for any change of leader.
+
 Only `random.Random(seed)` decides anything, and every walk over servers is in sorted order,
 so a seed replays exactly. The invariants (`Invariants`) are checked as each step's actions
 are carried out; a breach raises `Violation` with the seed and the step. After the fault
@@ -57,7 +64,7 @@ from headwater.server.replicated.core import (
     SendSnapshot,
     Truncate,
 )
-from headwater.server.replicated.messages import Entry, Message
+from headwater.server.replicated.messages import Entry, Message, TimeoutNow
 from headwater.server.replicated.record import GroupRecord, quorum
 
 
@@ -176,6 +183,8 @@ class Invariants:
         other = self.leading.setdefault(action.epoch, server.name)
         if other != server.name:
             self.fail(f"{server.name} and {other} both started leading epoch {action.epoch}")
+        if (action.epoch - 1, server.name) in self.sim.timeouts_sent:
+            self.sim.transfers += 1
 
     def on_acknowledge(self, server: Server, replica: Replica, index: int, op: bytes) -> None:
         if index > len(self.committed) or self.committed[index - 1].op != op:
@@ -263,9 +272,14 @@ class Simulation:
         replica_cls: type[Replica] = Replica,
         config: Config | None = None,
         trace: bool = False,
+        stepdowns: bool = True,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
+        # Step-downs draw from their own generator: the faults of a seed stay the same.
+        self.stepdown_rng = random.Random(seed * 7919 + 1)
+        self.transfers = 0  # leaderships handed over by TimeoutNow (step_down)
+        self.timeouts_sent: set[tuple[int, str]] = set()  # (epoch, target) of TimeoutNows
         self.steps = steps
         self.n_ops = ops
         self.replica_cls = replica_cls
@@ -297,6 +311,8 @@ class Simulation:
             self._start(s)
         self._at(self.rng.randint(0, 50), "client_new", ())
         self._at(self.rng.randint(50, 300), "chaos", ())
+        if stepdowns:
+            self._at(self.stepdown_rng.randint(200, 1500), "stepdown", ())
 
     # The event queue -------------------------------------------------------------------------
 
@@ -520,6 +536,8 @@ class Simulation:
             if self.trace:
                 print(f"        {s.name}: {action}")
             if isinstance(action, Send):
+                if isinstance(action.msg, TimeoutNow):
+                    self.timeouts_sent.add((action.msg.epoch, action.to))
                 self._send(s.name, action.to, action.msg)
             elif isinstance(action, Persist):
                 self._queue(s, "persist", action.entries)
@@ -630,6 +648,21 @@ class Simulation:
                 self._at(self.now + rng.randint(50, 800), "restart", (s.name, s.life))
         self._at(self.now + rng.randint(50, 400), "chaos", ())
 
+    def _ev_stepdown(self) -> None:
+        """The leader (if any, and up) is asked to hand its leadership over."""
+        if self.healing:
+            return
+        rng = self.stepdown_rng
+        leaders = [s for s in self.servers if s.replica is not None and s.replica.is_leader]
+        if leaders:
+            s = rng.choice(leaders)  # two while a deposed one has not noticed yet
+            preferred = rng.choice(sorted(self.by_name)) if rng.random() < 0.5 else None
+            if self.trace:
+                print(f"        {s.name} steps down (preferred {preferred})")
+            assert s.replica is not None
+            self._do(s, s.replica.step_down(preferred))
+        self._at(self.now + rng.randint(200, 1500), "stepdown", ())
+
     def _ev_restart(self, name: str, life: int) -> None:
         s = self.by_name[name]
         if s.life == life and s.replica is None:
@@ -690,7 +723,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", action="store_true", help="print every event and action")
     args = parser.parse_args(argv)
     seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
-    failures = installs = with_installs = 0
+    failures = installs = with_installs = transfers = 0
     started = time.monotonic()
     for seed in seeds:
         try:
@@ -701,11 +734,13 @@ def main(argv: list[str] | None = None) -> int:
             continue
         installs += sim.installs
         with_installs += sim.installs > 0
+        transfers += sim.transfers
     elapsed = time.monotonic() - started
     count = len(seeds)
     print(
         f"{count} seeds, {failures} failed, {count / max(elapsed, 1e-9):.1f} seeds/s; "
-        f"{installs} snapshot installs (catch-up from a snapshot) in {with_installs} seeds"
+        f"{installs} snapshot installs (catch-up from a snapshot) in {with_installs} seeds; "
+        f"{transfers} leaderships handed over by step-down"
     )
     return 1 if failures else 0
 

@@ -1,8 +1,9 @@
-"""`Append` and `AppendReply` as bytes on the routes: msgpack arrays, checked on the way in.
+"""`Append`, `AppendReply` and `TimeoutNow` as bytes on the routes: msgpack arrays, checked on
+the way in.
 
-A message is a msgpack array whose first element names its kind (1 = Append, 2 = AppendReply)
-and whose others are the fields in declaration order (msgspec's array-like, tagged structs:
-no field names on the wire). An entry is `[index, epoch, op]`.
+A message is a msgpack array whose first element names its kind (1 = Append, 2 = AppendReply,
+3 = TimeoutNow) and whose others are the fields in declaration order (msgspec's array-like,
+tagged structs: no field names on the wire). An entry is `[index, epoch, op]`.
 
 `decode` refuses with `WireError` anything that is not such a message: bytes that are not
 msgpack, an unknown kind, a missing or mistyped field, a negative number, an empty name, and
@@ -19,7 +20,7 @@ from typing import Annotated
 
 import msgspec
 
-from headwater.server.replicated.messages import Append, AppendReply, Entry, Message
+from headwater.server.replicated.messages import Append, AppendReply, Entry, Message, TimeoutNow
 
 Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
 Positive = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]  # indexes; epochs (from 1)
@@ -53,18 +54,25 @@ class _Reply(msgspec.Struct, array_like=True, frozen=True, forbid_unknown_fields
     hint: Count
 
 
+class _TimeoutNow(msgspec.Struct, array_like=True, frozen=True, forbid_unknown_fields=True, tag=3):
+    epoch: Positive
+    leader: Name
+
+
 _encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(_Append | _Reply)
+_decoder = msgspec.msgpack.Decoder(_Append | _Reply | _TimeoutNow)
 
 
 def encode(msg: Message) -> bytes:
     if isinstance(msg, Append):
         entries = [_Entry(e.index, e.epoch, e.op) for e in msg.entries]
-        wire: _Append | _Reply = _Append(
+        wire: _Append | _Reply | _TimeoutNow = _Append(
             msg.epoch, msg.leader, msg.prev_index, msg.prev_epoch, entries, msg.commit
         )
     elif isinstance(msg, AppendReply):
         wire = _Reply(msg.epoch, msg.sender, msg.ok, msg.durable, msg.hint)
+    elif isinstance(msg, TimeoutNow):
+        wire = _TimeoutNow(msg.epoch, msg.leader)
     else:
         raise TypeError(f"not a replication message: {type(msg).__name__}")
     return _encoder.encode(wire)
@@ -79,6 +87,8 @@ def decode(data: bytes) -> Message:
         raise WireError(f"malformed replication message: {exc}") from None
     if isinstance(wire, _Reply):
         return AppendReply(wire.epoch, wire.sender, wire.ok, wire.durable, wire.hint)
+    if isinstance(wire, _TimeoutNow):
+        return TimeoutNow(wire.epoch, wire.leader)
     _check_append(wire)
     entries = tuple(Entry(e.index, e.epoch, e.op) for e in wire.entries)
     return Append(wire.epoch, wire.leader, wire.prev_index, wire.prev_epoch, entries, wire.commit)
