@@ -339,11 +339,12 @@ def test_engine_cluster_ports_on_the_pod_and_the_headless_service(
 
 
 def test_engine_probes_wait_for_the_cluster_metadata() -> None:
-    """Ready once JetStream has joined the cluster's metadata (plain /healthz answers 503
-    until then); alive while JetStream runs; a generous start-up budget for the join and the
-    streams' recovery."""
+    """Started (and so ready for the first time, which a rolling update waits for) once
+    JetStream has joined the cluster's metadata and every replica here caught up (plain
+    /healthz answers 503 until then); then ready and alive while JetStream runs, as the NATS
+    Helm chart's probes; a generous start-up budget for the join and the catch-up."""
     _, container = engine()
-    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz?js-enabled-only=true"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz?js-enabled-only=true"
     startup = container["startupProbe"]
     assert startup["httpGet"]["path"] == "/healthz"

@@ -20,6 +20,10 @@ The order of checks and the status codes follow nats-server's ``healthz`` (monit
    In a cluster the walk covers the streams placed on this server: a stream placed elsewhere
    is not found here, and the account is found while the cluster has any stream. A stream
    being created, deleted or restored at that moment is skipped, neither found nor failed.
+   A replicated stream with a replica here must be current (``JetStream stream '$G > S' is
+   not current``, as nats-server words it): its replica leads and committed in its epoch,
+   or follows a leader it hears from and applied what that leader committed. A server back
+   from a restart is thus unhealthy until it caught up, and a rolling restart waits for it.
 
 Headwater has only the global account ``$G``: any other ``account`` is not found, as an
 unknown account is in nats-server. ``details=true`` answers with the ``errors`` list
@@ -210,13 +214,16 @@ def _check_single(js: JetStreamService, opts: HealthzOptions, health: _Health) -
 
 
 def _check_clustered(js: JetStreamService, opts: HealthzOptions, health: _Health) -> None:
-    """The streams placed on this server (all of them R1, with their consumers beside them):
-    each must be live here. Placements come from the cluster's metadata (clustered.py)."""
+    """The streams placed on this server, with their consumers beside them: an R1 stream must
+    be live here; a replicated stream's replica must be open here and current (it leads, or
+    it follows a leader it hears from, holds its state and applied what that leader
+    committed), so that a rolling restart moves on only once the replica caught up.
+    Placements come from the cluster's metadata (clustered.py)."""
     clustered = js.clustered
     assert clustered is not None
     here = clustered.name
     placements = clustered.placements
-    mine = sorted(name for name, placed in placements.items() if placed.server == here)
+    mine = sorted(name for name, placed in placements.items() if _placed_here(placed, here))
     if opts.account:
         # The account is known to the metadata while any stream of it exists anywhere.
         if opts.account != ACCOUNT or not placements:
@@ -224,7 +231,7 @@ def _check_clustered(js: JetStreamService, opts: HealthzOptions, health: _Health
             return
         if opts.stream:
             placed = placements.get(opts.stream)
-            if placed is None or placed.server != here:
+            if placed is None or not _placed_here(placed, here):
                 _not_found_stream(health, opts)
                 return
             stream = js.streams.get(opts.stream)
@@ -235,12 +242,28 @@ def _check_clustered(js: JetStreamService, opts: HealthzOptions, health: _Health
                 return
             mine = [opts.stream]
     for name in mine:
-        if name in js.streams or js.streams.holder(name) is not None:
+        text = f"JetStream stream '{ACCOUNT} > {name}' is not current"
+        placed = placements[name]
+        if placed.replicated:
+            group = clustered.replicas.groups.get(name)
+            if group is not None and group.current():
+                continue
+            if group is None:
+                if placed.config is None or js.streams.holder(name) is not None:
+                    continue  # being created, or its replica opening here right now
+                text += ": stream not found"
+        elif name in js.streams or js.streams.holder(name) is not None:
             continue  # live, or being created, deleted or restored right now
-        text = f"JetStream stream '{ACCOUNT} > {name}' is not current: stream not found"
+        else:
+            text += ": stream not found"
         health.fail(STREAM_ERROR, text, account=ACCOUNT, stream=name)
         if not health.details:
             return
+
+
+def _placed_here(placed: Any, here: str) -> bool:
+    """An R1 stream hosted by this server, or a replicated stream with a replica here."""
+    return here in placed.peers if placed.replicated else placed.server == here
 
 
 def _has_consumer(stream: Any, name: str) -> bool:
