@@ -171,6 +171,29 @@ async def test_every_acknowledged_message_survives_the_leaders_death(
     assert reply["cluster"]["leader"] in [js_cluster.names[i] for i in others]
 
 
+@ON_BOTH
+async def test_an_update_reaches_every_replica(js_cluster: Cluster, js_clients: list[NATS]) -> None:
+    """A new description, a lower max_msgs and one more subject, through a server that does
+    not lead: every server then reports the new config and the trimmed stream, and the
+    leader takes the new subject."""
+    created = await create(js_clients[0], r3("UPD", ["upd.a"]))
+    leader = js_cluster.names.index(created["cluster"]["leader"])
+    for i in range(8):
+        await publish(js_clients[0], "upd.a", f"u{i}".encode())
+    via = js_clients[(leader + 1) % 3]
+    config = r3("UPD", ["upd.a", "upd.b"], max_msgs=5, description="trimmed")
+    updated = await js_api(via, "$JS.API.STREAM.UPDATE.UPD", config, timeout=10)
+    assert "error" not in updated, updated
+    assert updated["config"]["max_msgs"] == 5 and updated["state"]["messages"] == 5
+    ack = await publish(js_clients[2], "upd.b", b"new-subject")
+    assert ack["seq"] == 9, ack
+    for nc in js_clients:
+        reply = await info(nc, "UPD")
+        assert reply["config"]["subjects"] == ["upd.a", "upd.b"], reply["config"]
+        assert reply["config"]["description"] == "trimmed"
+        assert (reply["state"]["messages"], reply["state"]["first_seq"]) == (5, 5), reply
+
+
 @HEADWATER
 async def test_what_replicated_streams_do_not_do_yet_is_refused(
     js_cluster: Cluster, js_clients: list[NATS]
@@ -179,13 +202,14 @@ async def test_what_replicated_streams_do_not_do_yet_is_refused(
     update = await js_api(
         js_clients[2],
         "$JS.API.STREAM.UPDATE.NOTYET",
-        r3("NOTYET", ["notyet.>"], max_msgs=10),
+        r3("NOTYET", ["notyet.>"], subject_delete_marker_ttl=60_000_000_000, allow_msg_ttl=True),
         timeout=5,
     )
     assert update.get("error") == {
         "code": 500,
         "err_code": 10052,
-        "description": "updates of replicated streams are not supported yet",
+        "description": "turning subject delete markers on in an update of a replicated "
+        "stream is not supported yet",
     }
 
 

@@ -12,13 +12,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import nats
+import orjson
 import pytest
 from nats.aio.client import Client
 
 from headwater.server.config.settings import JetStreamSettings, Settings
 from headwater.server.jetstream import errors, groupops, publish
-from headwater.server.jetstream.groupops import DeleteMsg, Expire, Publish, Purge
+from headwater.server.jetstream.groupops import DeleteMsg, Expire, Publish, Purge, UpdateConfig
 from headwater.server.jetstream.stream import Stream
+from headwater.server.jetstream.streamconfig import config_to_json
 from headwater.server.node import Server
 from headwater.server.services import attach_services
 from headwater.server.store import StoreError
@@ -130,3 +132,23 @@ async def test_a_failure_of_this_servers_store_stops_the_apply(
     )
     with pytest.raises(StoreError):
         groupops.apply(stream, Publish("s.1", b"", b"x", time.time_ns()))
+
+
+async def test_a_new_config_is_applied_alike(replicas: tuple[Stream, Stream]) -> None:
+    """STREAM.UPDATE of a replicated stream: every replica takes the new config where its log
+    has it (here a lower max_msgs, which trims both alike); junk there stops the replica."""
+    base = time.time_ns() + 86_400 * SECOND
+    for stream in replicas:
+        for i in range(6):
+            groupops.apply(stream, Publish("s.9", b"", f"m{i}".encode(), base + i))
+    for stream in replicas:
+        raw = config_to_json(stream.config, dynamic_metadata=False) | {"max_msgs": 2}
+        assert groupops.apply(stream, UpdateConfig(orjson.dumps(raw))) is True
+        assert stream.config.max_msgs == 2
+    a, b = (_contents(s) for s in replicas)
+    assert [seq for seq, *_ in a] == [5, 6]
+    assert [row[1:] for row in a] == [row[1:] for row in b]
+    op = UpdateConfig(orjson.dumps({"name": "A", "max_msgs": "many"}))
+    assert groupops.decode(groupops.encode(op)) == op
+    with pytest.raises(groupops.OpError):
+        groupops.apply(replicas[0], op)

@@ -25,10 +25,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import msgspec
+import orjson
 
 from headwater.server.replicated.wire import Count
 
 from . import publish
+from .streamconfig import config_from_json
 
 if TYPE_CHECKING:
     from .stream import Stream
@@ -44,6 +46,7 @@ __all__ = [
     "OpError",
     "Publish",
     "Purge",
+    "UpdateConfig",
     "apply",
     "decode",
     "encode",
@@ -105,7 +108,23 @@ class ConsumerDelete(_Op, tag=7):
     name: str
 
 
-Op = Publish | DeleteMsg | Purge | Expire | ConsumerAdd | ConsumerState | ConsumerDelete
+class UpdateConfig(_Op, tag=8):
+    """STREAM.UPDATE: the new config (JSON, as ``meta.inf`` keeps it), validated by the
+    leader against the config its log had applied."""
+
+    config: bytes
+
+
+Op = (
+    Publish
+    | DeleteMsg
+    | Purge
+    | Expire
+    | ConsumerAdd
+    | ConsumerState
+    | ConsumerDelete
+    | UpdateConfig
+)
 ConsumerOp = ConsumerAdd | ConsumerState | ConsumerDelete
 Outcome = publish.Outcome | bool | int
 
@@ -127,7 +146,7 @@ def decode(data: bytes) -> Op | None:
         raise OpError(f"not a stream op: {exc}") from None
 
 
-def apply(stream: Stream, op: Publish | DeleteMsg | Purge | Expire) -> Outcome:
+def apply(stream: Stream, op: Publish | DeleteMsg | Purge | Expire | UpdateConfig) -> Outcome:
     """Run ``op`` on ``stream``; what the leader answers with: for a publish, what
     :func:`publish.admit` decided (a stored sequence, a duplicate, or the error nats-server
     gives); for a delete, whether the message was there; for a purge and an expiry, how many
@@ -150,3 +169,10 @@ def apply(stream: Stream, op: Publish | DeleteMsg | Purge | Expire) -> Outcome:
         case Expire():
             with stream.at(op.now):
                 return stream.store.expire(now_ns=op.now)
+        case UpdateConfig():
+            try:
+                cfg = config_from_json(orjson.loads(op.config))
+            except Exception as exc:  # any decoding failure: an entry this replica cannot apply
+                raise OpError(f"not a stream config: {exc}") from None
+            stream.reconfigure(cfg)
+            return True

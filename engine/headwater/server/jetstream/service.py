@@ -270,7 +270,7 @@ class JetStreamService:
             if directory is not None:
                 layout.remove_stream_dir(directory)
             raise errors.STREAM_CREATE.exc(err="error creating store for stream") from None
-        self._advise(cfg, "create")
+        self.advise_action(cfg, "create")
         return stream
 
     async def update_stream(self, name: str, cfg: StreamConfig) -> Stream:
@@ -283,7 +283,7 @@ class JetStreamService:
         previous = stream.config
         await stream.update(cfg)
         self.replication.reconfigure(stream, previous.mirror, previous.sources)
-        self._advise(cfg, "modify")
+        self.advise_action(cfg, "modify")
         return stream
 
     async def delete_stream(self, name: str) -> None:
@@ -297,9 +297,9 @@ class JetStreamService:
             await stream.delete()
             if stream.directory is not None:
                 await asyncio.to_thread(layout.remove_stream_dir, stream.directory)
-        self._advise(stream.config, "delete")
+        self.advise_action(stream.config, "delete")
 
-    def _advise(self, cfg: StreamConfig, action: str) -> None:
+    def advise_action(self, cfg: StreamConfig, action: str) -> None:
         """The stream_action advisory for a lifecycle change made through the API."""
         publish_stream_action(self.client, cfg.name, action, cfg.template_owner, self.domain or "")
 

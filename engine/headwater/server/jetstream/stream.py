@@ -232,10 +232,16 @@ class Stream:
 
     async def update(self, cfg: StreamConfig) -> None:
         """Apply a validated new config: limits, subscriptions, transforms, timers."""
+        self.reconfigure(cfg)
+        await self._subscribe(cfg.subjects, cfg.allow_direct)
+
+    def reconfigure(self, cfg: StreamConfig) -> None:
+        """Take a validated new config, all but the subscriptions (limits, transforms,
+        timers), in one synchronous step: a replicated stream's replicas apply it where its
+        log has it, and its leader then takes the new subjects (:meth:`take`)."""
         old = self.config
         self.config = cfg
         self._configure(cfg)
-        await self._subscribe(cfg.subjects, cfg.allow_direct)
         self.store.update_limits(store_limits(cfg))
         if cfg.subject_delete_marker_ttl > 0 and old.subject_delete_marker_ttl <= 0:
             self._scan_markers()

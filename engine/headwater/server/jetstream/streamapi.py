@@ -23,9 +23,9 @@ from .accountinfo import account_info
 from .api import Request, decode_request
 from .direct import MSG_GET_REQUEST, msg_get
 from .gojson import GoType
-from .streamconfig import StreamConfig
+from .streamconfig import StreamConfig, config_to_json
 from .streamconfig_update import update_stream_request
-from .streamconfig_validate import REPLICATED_UPDATE_NOT_YET, create_stream_request
+from .streamconfig_validate import create_stream_request
 from .streaminfo import info_for_list, info_for_request, info_plain
 from .subject_rules import subjects_collide
 from .templates import check_not_template_owned
@@ -153,6 +153,11 @@ def check_storable_name(cfg: StreamConfig) -> None:
         raise errors.STREAM_CREATE.exc(err="error creating store for stream")
 
 
+REPLICATED_MARKERS_ON_NOT_YET = (
+    "turning subject delete markers on in an update of a replicated stream is not supported yet"
+)
+
+
 class StreamApi:
     """The handler object the router calls by name."""
 
@@ -256,10 +261,25 @@ class StreamApi:
         )
         configs = self._configs()
         svc.resources.check_reservation(cfg, configs.values(), replacing=name)
-        if svc.streams[name].group is not None:
-            raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_UPDATE_NOT_YET)
-        stream = await svc.update_stream(name, cfg)
+        stream = svc.streams[name]
+        if stream.group is not None:
+            await self._update_replicated(stream, cfg)
+        else:
+            stream = await svc.update_stream(name, cfg)
         return self._in_cluster(info_plain(stream), stream)
+
+    async def _update_replicated(self, stream: Stream, cfg: StreamConfig) -> None:
+        """A replicated stream's new config goes into its log; every replica applies it there
+        (the leader, which answers, included)."""
+        assert stream.group is not None
+        old = stream.config
+        if cfg.subject_delete_marker_ttl > 0 and old.subject_delete_marker_ttl <= 0:
+            # Turning markers on scans the stream for them in the background, which replicas
+            # would finish at different points of their logs.
+            raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_MARKERS_ON_NOT_YET)
+        stored = orjson.dumps(config_to_json(cfg, dynamic_metadata=False))
+        await stream.group.submit(groupops.UpdateConfig(stored))
+        self.service.advise_action(cfg, "modify")
 
     def _in_cluster(self, body: dict[str, Any], stream: Stream) -> dict[str, Any]:
         """CREATE and UPDATE answers name the cluster and the stream's server in a cluster,

@@ -88,7 +88,6 @@ REPLICAS_ON_FILE_NOT_YET = (
     "num_replicas 1"
 )
 REPLICATED_SOURCES_NOT_YET = "replicated mirrors and sourcing streams are not supported yet"
-REPLICATED_UPDATE_NOT_YET = "updates of replicated streams are not supported yet"
 REPLICATED_RESTORE_NOT_YET = "restoring or templating replicated streams is not supported yet"
 REPLICATED_RETENTION_NOT_YET = (
     "replicated streams with interest or work queue retention are not supported yet"

@@ -214,7 +214,8 @@ class StreamGroup:
         self.snapshots_installed = 0
         """Counts, for tests and logs."""
         self.leading = False
-        self._taken = False
+        self._taken: bool | None = False
+        """Whether the stream takes its messages; None: it does, by a config since replaced."""
         self._taking: asyncio.Task[None] | None = None
         self._outcomes: dict[int, groupops.Outcome] = {}
         """Index -> outcome of the entries of the batch applied last (while leading)."""
@@ -377,6 +378,9 @@ class StreamGroup:
                 outcomes[entry.index] = outcome
             if isinstance(op, groupops.Expire):
                 self.stream._arm_expiry(force=True)
+            elif isinstance(op, groupops.UpdateConfig) and self._taken:
+                self._taken = None  # leading: take the new config's subjects
+                self._follow()
         self._outcomes = outcomes
         core = self.runner.replica
         if core.now is not None and core.applied >= core.told_commit > 0:
@@ -499,6 +503,9 @@ class StreamGroup:
             # Times never go back across leaders, whatever this server's clock says: a
             # message's time is at least its predecessor's (what the store would do anyway).
             self._last_ts = max(self._last_ts, self.stream.state().last_ts)
+        self._follow()
+
+    def _follow(self) -> None:
         if self._taking is None or self._taking.done():
             loop = asyncio.get_running_loop()
             self._taking = loop.create_task(self._follow_leadership())
