@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import msgspec
 import nats
 import orjson
 import pytest
@@ -119,3 +120,37 @@ def test_the_consumer_ops_round_trip() -> None:
         ConsumerDelete("C"),
     ):
         assert groupops.decode(groupops.encode(op)) == op
+
+
+def _state(sseq: int, pending: list[int]) -> bytes:
+    rows = [[seq, 1, 0] for seq in pending]
+    return orjson.dumps({"dseq": 0, "sseq": sseq, "adflr": 0, "asflr": 0, "pending": rows})
+
+
+async def test_interest_retention_is_decided_by_the_records_alike(
+    replicas: tuple[Stream, Stream],
+) -> None:
+    """An interest stream's replicas drop a message once every consumer that wants it is
+    done with it, by what the log recorded of each (not by live consumers, which only the
+    leader runs): both replicas end alike."""
+    ends = []
+    for stream in replicas:
+        stream.config = msgspec.structs.replace(stream.config, retention="interest")
+        records = GroupConsumers(stream, None)
+        prefix = stream.name.lower()
+        only_a = _config(durable_name="A", filter_subject=f"{prefix}.s.a")
+        records.apply(ConsumerAdd("A", only_a, 1))
+        records.apply(ConsumerAdd("ALL", _config(durable_name="ALL"), 1))
+        assert stream.interest_filters == [f"{prefix}.s.a", ""]
+        now = time.time_ns()
+        for i, subject in enumerate(("s.a", "s.b", "s.a")):
+            groupops.apply(stream, groupops.Publish(f"{prefix}.{subject}", b"", b"m", now + i))
+        # A took 1 and 3 and acked 1; ALL has 1..3 delivered, 2 pending.
+        records.apply(ConsumerState("A", _state(4, [3])))
+        assert stream.state().msgs == 3  # ALL still needs 1
+        records.apply(ConsumerState("ALL", _state(4, [2])))
+        assert [stream.store.load_msg(s) is None for s in (1, 2, 3)] == [True, False, False]
+        records.apply(ConsumerDelete("ALL"))
+        assert records.apply(groupops.DropUnneeded([1, 2, 3])) == 1  # 2: only ALL wanted it
+        ends.append([stream.store.load_msg(s) is None for s in (1, 2, 3)])
+    assert ends == [[True, True, False]] * 2

@@ -501,10 +501,6 @@ def test_create_only_rules_in_order(
             {"storage": "memory", "sources": (StreamSource(name="O"),)},
             "replicated mirrors and sourcing streams are not supported yet",
         ),
-        (
-            {"storage": "memory", "retention": "workqueue"},
-            "replicated streams with interest or work queue retention are not supported yet",
-        ),
     ],
 )
 def test_what_replicated_streams_cannot_do_yet_is_refused_in_a_cluster(

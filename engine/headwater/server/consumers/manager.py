@@ -239,6 +239,8 @@ class ConsumerManager:
         return on_next
 
     def _refresh_interest(self, stream: Stream) -> None:
+        if stream.group is not None:
+            return  # its records decide, on every replica alike (groupconsumers)
         filters: list[str] = []
         for c in stream.consumers.values():
             filters.extend(c.filters or [""])
@@ -277,6 +279,7 @@ class ConsumerManager:
         if stream.group is not None:
             # Into the stream's log: applying it here stops the live consumer.
             await stream.group.submit(groupops.ConsumerDelete(consumer.name))
+            await stream.consumer_removed(consumer)
             return
         self._detach(consumer, deleted=True)
         stream.consumers.pop(consumer.name, None)

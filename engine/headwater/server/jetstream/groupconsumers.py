@@ -23,6 +23,12 @@ them, as live :class:`Consumer` objects made from the records.
   old leader stops its consumers at once: waiting pull requests get ``409 Leadership
   Change``, as from nats-server, and unanswered ack requests stay unanswered.
 - **Snapshots** carry the records (:meth:`GroupConsumers.capture`, :meth:`install`).
+- **Interest and work-queue retention** are decided from the records, by every replica
+  alike: the interest filters are the records' (an interest stream stores a publish only if
+  one of them wants it); applying a consumer's ConsumerState removes what it is now done
+  with (acked, or delivered with no ack policy) that no other record needs (a work queue:
+  at once). Deleting a consumer of an interest stream makes its leader walk the stream and
+  propose :class:`groupops.DropUnneeded` batches, which each replica decides at its entry.
 
 Every consumer of a replicated stream is replicated with it, whatever its ``num_replicas``
 (docs/DIFFERENCES.md).
@@ -39,7 +45,9 @@ import orjson
 
 from headwater.server.consumers import config as ccfg
 from headwater.server.consumers import state as cstate
+from headwater.server.consumers.config import cfg_get
 from headwater.server.consumers.consumer import Consumer
+from headwater.server.routing.subjects import subject_matches
 
 from . import groupops
 
@@ -65,6 +73,50 @@ class Record:
     created: int
     state: bytes
     """Its delivery state as last recorded (the JSON of ``o.json``)."""
+    progress: Progress | None = None
+    """``state`` read, for retention (None until first needed)."""
+
+    def read(self) -> Progress:
+        if self.progress is None:
+            self.progress = Progress.of(_config(self.config), self.state)
+        return self.progress
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a consumer's recorded state says it still needs (interest and work-queue
+    retention): the messages it has pending, the per-subject lasts it has still to deliver,
+    and everything from its cursor on, of the subjects its filters take."""
+
+    filters: tuple[str, ...]
+    pending: frozenset[int]
+    lps: frozenset[int]
+    cursor: int
+
+    @classmethod
+    def of(cls, cfg: Any, state: bytes) -> Progress:
+        body = orjson.loads(state)
+        lps = frozenset(int(s) for s in body.get("lps") or ())
+        cursor = int(body.get("lps_end", 0)) if lps else int(body["sseq"])
+        many = cfg_get(cfg, "filter_subjects", None)
+        one = cfg_get(cfg, "filter_subject", "")
+        filters = tuple(many) if many else ((one,) if one else ())
+        pending = frozenset(int(row[0]) for row in body.get("pending") or ())
+        return cls(filters, pending, lps, cursor)
+
+    def wants(self, subject: str) -> bool:
+        return not self.filters or any(subject_matches(f, subject) for f in self.filters)
+
+    def needs(self, seq: int, subject: str) -> bool:
+        if not self.wants(subject):
+            return False
+        return seq in self.pending or seq in self.lps or seq >= self.cursor
+
+    def done_since(self, before: Progress) -> list[int]:
+        """The sequences ``before`` still needed (of any subject) and this no longer does."""
+        gone = (before.pending | before.lps) - self.pending - self.lps
+        passed = range(before.cursor, self.cursor)
+        return sorted(gone | {seq for seq in passed if seq not in self.pending})
 
 
 class GroupConsumers:
@@ -89,25 +141,34 @@ class GroupConsumers:
                 if record is None:
                     state = self._first_state(op.name, cfg, op.created)
                     self.records[op.name] = Record(op.config, op.created, state)
+                    self._refresh_interest()
                     if self.active:
                         self._run(op.name, cfg, op.created, state, created=True)
                     return True
-                record.config = op.config
+                record.config, record.progress = op.config, None
+                self._refresh_interest()
                 live = self.stream.consumers.get(op.name)
                 if self.manager is not None and live is not None:
                     self.manager.reconfigure(live, cfg)
                 return True
             case groupops.ConsumerState():
                 record = self.records.get(op.name)
-                if record is not None:
-                    record.state = op.state
-                return record is not None
+                if record is None:
+                    return False
+                before = record.read() if self._retaining() else None
+                record.state, record.progress = op.state, None
+                if before is not None:
+                    self._drop_done(op.name, record.read().done_since(before))
+                return True
             case groupops.ConsumerDelete():
                 record = self.records.pop(op.name, None)
+                self._refresh_interest()
                 live = self.stream.consumers.get(op.name)
                 if self.manager is not None and live is not None:
                     self.manager.stop_live(live, deleted=True)
                 return record is not None
+            case groupops.DropUnneeded():
+                return self.drop_unneeded(op.seqs)
 
     def _first_state(self, name: str, cfg: Any, created: int) -> bytes:
         """The state of a new consumer placed on the stream as it is now (at this entry)."""
@@ -161,6 +222,50 @@ class GroupConsumers:
             name, config, created, state = row
             records[str(name)] = Record(orjson.dumps(config), int(created), orjson.dumps(state))
         self.records = records
+        self._refresh_interest()
+
+    # Retention ------------------------------------------------------------------------------
+
+    def _retaining(self) -> bool:
+        return self.stream.config.retention != "limits"
+
+    def _refresh_interest(self) -> None:
+        """The consumers' filters, from the records on every replica alike: an interest
+        stream stores a message only if one of them wants it (the live consumers, only on
+        the leader, would make the replicas decide differently)."""
+        filters: list[str] = []
+        for record in self.records.values():
+            try:
+                filters.extend(record.read().filters or ("",))
+            except Exception as exc:  # an unreadable record: stop as on any apply failure
+                raise groupops.OpError(f"consumer record unreadable: {exc}") from None
+        self.stream.interest_filters = filters
+
+    def _drop_done(self, name: str, seqs: list[int]) -> None:
+        """Consumer ``name`` is done with ``seqs`` (a ConsumerState applied): a work-queue
+        stream drops them; an interest stream drops each no other consumer still needs.
+        Applied by every replica alike (the leader's consumers remove nothing themselves)."""
+        stream = self.stream
+        workqueue = stream.config.retention == "workqueue"
+        others = [r.read() for n, r in self.records.items() if n != name]
+        for seq in seqs:
+            msg = stream.store.load_msg(seq)
+            if msg is None:
+                continue
+            if workqueue or not any(p.needs(seq, msg.subject) for p in others):
+                stream.store.remove_msg(seq)
+
+    def drop_unneeded(self, seqs: list[int]) -> int:
+        """Of ``seqs``, remove the messages no consumer needs now (an interest stream's
+        consumer was deleted: :class:`groupops.DropUnneeded`); how many went."""
+        stream = self.stream
+        progress = [r.read() for r in self.records.values()]
+        removed = 0
+        for seq in seqs:
+            msg = stream.store.load_msg(seq)
+            if msg is not None and not any(p.needs(seq, msg.subject) for p in progress):
+                removed += int(stream.store.remove_msg(seq))
+        return removed
 
 
 def _config(data: bytes) -> Any:

@@ -41,6 +41,7 @@ __all__ = [
     "ConsumerOp",
     "ConsumerState",
     "DeleteMsg",
+    "DropUnneeded",
     "Expire",
     "Op",
     "OpError",
@@ -108,6 +109,14 @@ class ConsumerDelete(_Op, tag=7):
     name: str
 
 
+class DropUnneeded(_Op, tag=9):
+    """Interest retention, after a consumer was deleted: remove those of ``seqs`` that no
+    consumer needs at this entry (the leader walks the stream and proposes them in batches;
+    each replica decides by its records alike)."""
+
+    seqs: list[Count]
+
+
 class UpdateConfig(_Op, tag=8):
     """STREAM.UPDATE: the new config (JSON, as ``meta.inf`` keeps it), validated by the
     leader against the config its log had applied."""
@@ -123,9 +132,10 @@ Op = (
     | ConsumerAdd
     | ConsumerState
     | ConsumerDelete
+    | DropUnneeded
     | UpdateConfig
 )
-ConsumerOp = ConsumerAdd | ConsumerState | ConsumerDelete
+ConsumerOp = ConsumerAdd | ConsumerState | ConsumerDelete | DropUnneeded
 Outcome = publish.Outcome | bool | int
 
 _ENCODER = msgspec.msgpack.Encoder()

@@ -45,7 +45,7 @@ from headwater.server.store.base import (
 )
 from headwater.server.subscription import Subscription
 
-from . import direct, errors, publish
+from . import direct, errors, groupops, publish
 from .advisories import advisory_body
 from .errors import ApiError
 from .streamconfig import StreamConfig
@@ -59,6 +59,10 @@ if TYPE_CHECKING:
 __all__ = ["DIRECT_GROUP", "Stream", "store_limits"]
 
 log = logging.getLogger("headwater.jetstream")
+
+DROP_BATCH = 1024
+"""Sequences per :class:`groupops.DropUnneeded` entry a replicated interest stream's leader
+proposes after a consumer was deleted."""
 
 DIRECT_GROUP = "_sys_"
 """Queue group of direct-get subscriptions, so mirrors could share the load (nats-server's)."""
@@ -542,6 +546,8 @@ class Stream:
         Workqueue streams drop it on the ack; interest streams once no other consumer whose
         filter matches still has it ahead of it or awaiting an ack.
         """
+        if self.group is not None:
+            return  # a replicated stream's replicas decide it as they apply the consumer's state
         if self.config.retention == "workqueue":
             self.store.remove_msg(seq)
             return
@@ -561,6 +567,9 @@ class Stream:
         """
         if self.config.retention != "interest":
             return
+        if self.group is not None:
+            await self._drop_unneeded_replicated(consumer)
+            return
         budget = PassBudget()
         try:
             for seq in list(consumer.pending):
@@ -573,6 +582,24 @@ class Stream:
                     self._drop_unwanted(msg, consumer)
         except StoreError:
             return  # the stream closed or its store failed meanwhile: nothing left to free
+
+    async def _drop_unneeded_replicated(self, consumer: Any) -> None:
+        """:meth:`consumer_removed` of a replicated stream, on its leader: the candidates go
+        into the log in batches (:class:`groupops.DropUnneeded`), where every replica removes
+        those no consumer needs at that entry. Stops when this replica stops leading: the
+        messages not yet put to the log stay stored (until limits or a purge remove them)."""
+        group = self.group
+        batch: list[int] = sorted(consumer.pending)
+        try:
+            async for msgs in self._walk(consumer.sseq):
+                batch.extend(msg.seq for msg in msgs)
+                if len(batch) >= DROP_BATCH:
+                    await group.submit(groupops.DropUnneeded(batch))
+                    batch = []
+            if batch:
+                await group.submit(groupops.DropUnneeded(batch))
+        except (StoreError, errors.ApiErrorException) as exc:
+            log.info("stream %r: messages no consumer needs left stored: %s", self.name, exc)
 
     def _drop_unwanted(self, msg: StoredMsg, removed: Any) -> None:
         if not removed.wants(msg.subject):

@@ -89,16 +89,12 @@ REPLICAS_ON_FILE_NOT_YET = (
 )
 REPLICATED_SOURCES_NOT_YET = "replicated mirrors and sourcing streams are not supported yet"
 REPLICATED_RESTORE_NOT_YET = "restoring or templating replicated streams is not supported yet"
-REPLICATED_RETENTION_NOT_YET = (
-    "replicated streams with interest or work queue retention are not supported yet"
-)
 
 
 def check_replicas(cfg: StreamConfig, limits: StreamLimits) -> None:
     """More than one replica: 10074 on a single server (nats-server's answer too). In a
     cluster, what replicated streams cannot do yet is refused with 10052 and says what
-    (docs/REPLICATION.md): file storage, mirrors and sources, retention that needs the
-    consumers (not replicated yet)."""
+    (docs/REPLICATION.md): file storage, mirrors and sources."""
     if cfg.num_replicas <= 1:
         return
     if not limits.clustered:
@@ -107,8 +103,6 @@ def check_replicas(cfg: StreamConfig, limits: StreamLimits) -> None:
         raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICAS_ON_FILE_NOT_YET)
     if cfg.mirror is not None or cfg.sources:
         raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_SOURCES_NOT_YET)
-    if cfg.retention != "limits":
-        raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_RETENTION_NOT_YET)
 
 
 def refuse_replicated(cfg: StreamConfig) -> None:
