@@ -5,10 +5,10 @@ runs on a Headwater cluster and on a nats-server cluster: an R3 memory stream is
 plans clean from any server, and so does a consumer of it; an R3 memory KV bucket is created
 and a nats-py client puts and gets through every server (the leader's followers included).
 A change of ``replicas`` (or of any other field) is planned as an update in place: both
-servers make one of another field; Headwater does not change ``replicas`` yet, nor make a
-replicated stream on file storage (10052, docs/DIFFERENCES.md "JetStream in a cluster"), and
-there the apply must fail with that text and leave the stream as it was, a replace whose
-create is refused included; nats-server's answer is asserted alongside.
+servers make one of another field; Headwater does not change ``replicas`` yet (10052,
+docs/DIFFERENCES.md "JetStream in a cluster"), and there the apply must fail with that text
+and leave the stream as it was; nats-server's answer is asserted alongside. An R3 file stream
+is created by both, directly or by replacing a memory one.
 
 One cluster of each kind serves the module (its start is the slow part); each test empties it.
 """
@@ -37,7 +37,6 @@ pytestmark = pytest.mark.timeout(90)
 #: Headwater's 10052 texts for what replicated streams cannot do yet (its
 #: jetstream/streamconfig_update.py and streamconfig_validate.py); asserted on the CLI's output.
 REPLICAS_CHANGE_NOT_YET = "changing num_replicas is not supported yet"
-FILE_NOT_YET = "replicated streams on file storage are not supported yet"
 
 
 @pytest.fixture(scope="module", params=KINDS)
@@ -241,29 +240,15 @@ def test_replicas_3_to_1_is_an_update_in_place(cluster: Cluster, tmp_path: Path)
 
 
 def test_r3_on_file_storage(cluster: Cluster, tmp_path: Path) -> None:
-    """nats-server creates an R3 file stream; Headwater refuses it (10052) and the apply
-    fails with that text, creating nothing."""
+    """Both servers create an R3 file stream, and it then plans clean."""
     server = cluster.servers[1]
     docs = write(tmp_path, stream_doc(3, "file"))
     applied = cli(server, "apply", "-f", docs, "--yes", "--json")
-    (result,) = json.loads(applied.stdout)["apply"]["results"]
-    if cluster.kinds[0] == "nats":
-        assert applied.exit_code == exitcodes.OK, applied.output
-        reply = info(server, "ORDERS")
-        assert (reply["config"]["storage"], reply["config"]["num_replicas"]) == ("file", 3)
-        assert cli(server, "plan", "-f", docs).exit_code == exitcodes.OK
-        return
-    assert applied.exit_code == exitcodes.ERROR, applied.output
-    assert result["status"] == "failed", result
-    assert FILE_NOT_YET in result["message"] and "10052" in result["message"], result
-    text = cli(server, "apply", "-f", docs, "--yes")
-    assert text.exit_code == exitcodes.ERROR and FILE_NOT_YET in plain(text.output), text.output
-
-    async def names(nc: Client) -> list[str]:
-        reply = await api.request(nc, "STREAM.NAMES", {})
-        return list(reply.get("streams") or [])
-
-    assert run_on(server, names) == []
+    assert applied.exit_code == exitcodes.OK, applied.output
+    reply = info(server, "ORDERS")
+    assert (reply["config"]["storage"], reply["config"]["num_replicas"]) == ("file", 3)
+    assert_led_by_one_with_two_replicas(cluster, reply)
+    assert cli(server, "plan", "-f", docs).exit_code == exitcodes.OK
 
 
 def test_other_updates_of_an_r3_stream(cluster: Cluster, tmp_path: Path) -> None:
@@ -283,25 +268,15 @@ def test_other_updates_of_an_r3_stream(cluster: Cluster, tmp_path: Path) -> None
     assert json.loads(again.stdout)["summary"]["noop"] == 1, again.output
 
 
-def test_a_refused_replace_puts_the_stream_back(cluster: Cluster, tmp_path: Path) -> None:
-    """memory -> file with replicas 3 is a replace (delete, then create). nats-server makes
-    the R3 file stream; Headwater refuses the create (10052), and the apply must not leave
-    the stream deleted: it is created again as it was (empty: a replace loses the messages
-    anyway), and the apply fails naming the server's reason."""
+def test_a_replace_from_memory_to_file_storage(cluster: Cluster, tmp_path: Path) -> None:
+    """memory -> file with replicas 3 is a replace (delete, then create); both servers make
+    the R3 file stream."""
     server = cluster.servers[0]
     assert cli(server, "apply", "-f", write(tmp_path, stream_doc(3)), "--yes").exit_code == 0
     docs = write(tmp_path, stream_doc(3, "file"), "file.yaml")
     applied = cli(server, "apply", "-f", docs, "--yes", "--allow-replace", "--json")
     (result,) = json.loads(applied.stdout)["apply"]["results"]
     assert result["action"] == "replace", result
+    assert applied.exit_code == exitcodes.OK, applied.output
     config = info(server, "ORDERS")["config"]
-    if cluster.kinds[0] == "nats":
-        assert applied.exit_code == exitcodes.OK, applied.output
-        assert (config["storage"], config["num_replicas"]) == ("file", 3)
-        return
-    assert applied.exit_code == exitcodes.ERROR, applied.output
-    assert result["status"] == "failed", result
-    assert FILE_NOT_YET in result["message"], result
-    assert "created again with its previous config" in result["message"], result
-    assert (config["storage"], config["num_replicas"]) == ("memory", 3)
-    assert cli(server, "plan", "-f", write(tmp_path, stream_doc(3))).exit_code == exitcodes.OK
+    assert (config["storage"], config["num_replicas"]) == ("file", 3)

@@ -16,8 +16,8 @@ check (every server reports the same leader and state; the stream's data on exac
 servers).
 
 Runs: nats-server with R3 streams and buckets (file storage, the default lazy fsync, and
-``sync_interval: always``), nats-server with R1, Headwater with R1 and with R3 (memory
-storage: Headwater replicates memory streams only so far). nats-server's results are
+``sync_interval: always``), nats-server with R1, Headwater with R1 and with R3 (file
+storage too: a replica restarts from its checkpoint and its log). nats-server's results are
 recorded, never asserted (the checkers' findings are data; the Jepsen report found
 acked-write loss under coordinated power failure, not simulated here). Headwater is asserted:
 R1's host killed -9 and restarted, or R3's leader cut off and then killed -9, loses nothing
@@ -204,10 +204,8 @@ async def test_histories_under_faults(
     w = Workload(cluster.urls, seed=seed)
     admin = await w.connect(1)
     try:
-        # Headwater replicates memory streams only so far (docs/REPLICATION.md, "Status").
-        replicated_memory = kind == "headwater" and replicas > 1
-        storage = StorageType.MEMORY if replicated_memory else StorageType.FILE
-        await set_up(admin, w, replicas, storage)
+        # File storage everywhere: Headwater's R3 replicas restart from their checkpoints.
+        await set_up(admin, w, replicas, StorageType.FILE)
         history, stop = History(), asyncio.Event()
         began = time.monotonic()
         faults: list[str] = []

@@ -493,11 +493,6 @@ def test_create_only_rules_in_order(
     ("fields", "description"),
     [
         (
-            {"storage": "file"},
-            "replicated streams on file storage are not supported yet: use storage memory, "
-            "or num_replicas 1",
-        ),
-        (
             {"storage": "memory", "sources": (StreamSource(name="O"),)},
             "replicated mirrors and sourcing streams are not supported yet",
         ),
@@ -514,8 +509,9 @@ def test_what_replicated_streams_cannot_do_yet_is_refused_in_a_cluster(
     assert caught.value.error.description == description
 
 
-def test_a_replicated_memory_stream_is_valid_in_a_cluster() -> None:
-    cfg = StreamConfig(name="S", num_replicas=3, storage="memory")
+@pytest.mark.parametrize("storage", ["memory", "file"])
+def test_a_replicated_stream_is_valid_in_a_cluster(storage: str) -> None:
+    cfg = StreamConfig(name="S", num_replicas=3, storage=storage)  # type: ignore[arg-type]
     outcome = validate_create(cfg, [], StreamLimits(clustered=True))
     assert outcome.config.num_replicas == 3
 

@@ -69,6 +69,7 @@ from headwater.server.budget import PassBudget
 from headwater.server.protocol import headers
 from headwater.server.store import StoreConfig, StoreError, StreamStore, SyncPolicy, open_store
 from headwater.server.store.base import ByteBudget, StoredMsg
+from headwater.server.store.file.store import FileStore
 
 from . import publish
 from .restore import next_batch
@@ -368,27 +369,31 @@ async def install(
     directory: Path | None = None,
     sync: SyncPolicy | None = None,
     budget: ByteBudget | None = None,
+    replica: bool = False,
 ) -> Installed:
     """Read the snapshot file at ``path`` into a new store for ``stream`` (its config says
     memory or file; a file store is created in ``directory``, which must not hold one), made
     durable before this returns. ``index``/``epoch``: the snapshot the transfer announced
     (checked when given). ``budget``: the account's allowance (the stream's by default).
+    ``replica``: a file store is opened in replica mode (a file replica's: its owner takes a
+    checkpoint of it once swapped in, :mod:`.groupcheckpoint`).
 
     Raises :class:`SnapshotError` on any fault, after deleting the new store."""
     cfg = stream.config
     if cfg.storage == "file" and directory is None:
         raise ValueError("a file stream's snapshot needs a directory for its new store")
-    store = open_store(
-        StoreConfig(
-            name=cfg.name,
-            storage=cfg.storage,
-            directory=directory if cfg.storage == "file" else None,
-            limits=store_limits(cfg),
-            sync=sync or SyncPolicy(),
-            compression=cfg.compression,
-            budget=budget if budget is not None else stream.resources.budget(cfg.storage),
-        )
+    config = StoreConfig(
+        name=cfg.name,
+        storage=cfg.storage,
+        directory=directory if cfg.storage == "file" else None,
+        limits=store_limits(cfg),
+        sync=sync or SyncPolicy(),
+        compression=cfg.compression,
+        budget=budget if budget is not None else stream.resources.budget(cfg.storage),
     )
+    # open_store knows nothing of replica mode: a replica's file store is built here.
+    file_replica = replica and cfg.storage == "file"
+    store: StreamStore = FileStore(config, replica=True) if file_replica else open_store(config)
     try:
         header, state = await _load(stream, store, Path(path))
         if index is not None and (state.index, state.epoch) != (index, epoch):

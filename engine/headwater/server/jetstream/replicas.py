@@ -12,11 +12,21 @@ log is a :class:`ReplicationLog` in ``<store_dir>/jetstream/groups/<name>/`` (an
 snapshots it receives are written in its ``snapshots/``). Deleting the placement removes
 every replica and its log.
 
-Memory storage only for now. Each replica compacts its log every
-:data:`streamgroup.COMPACT_EVERY` applied entries; a restarted replica starts from an empty
-stream and applies its log again if it still starts at index 1, else drops it and catches up
-from the leader by a snapshot (:func:`streamgroup.open_log`; the module docstring of
-:mod:`.streamgroup` says why).
+**Memory streams**: each replica compacts its log every :data:`streamgroup.COMPACT_EVERY`
+applied entries; a restarted replica starts from an empty stream and applies its log again
+if it still starts at index 1, else drops it and catches up from the leader by a snapshot
+(:func:`streamgroup.open_log`; the module docstring of :mod:`.streamgroup` says why).
+
+**File streams**: the replica's :class:`FileStore` (replica mode, built here directly:
+``open_store`` knows nothing of it) lives in ``<store_dir>/jetstream/groups/<name>/
+store.<n>/``, beside its log, its ``checkpoint`` file and its duplicate log, not in the R1
+streams' directory (``$G/streams``): the service recovers every stream there as an R1 stream
+at start (with a ``meta.inf``), which a replica is not (its config comes from the placement,
+and it must be cut back to its checkpoint before it is opened); one directory per group also
+makes the removal one ``rmtree`` and keeps a snapshot's new store (``store.<n+1>``) next to
+the one it replaces. At start :func:`streamgroup.open_file_replica` cuts the store back to
+its newest checkpoint and gives the runner's base and the log after it
+(:mod:`.groupcheckpoint`); the group checkpoints every second and compacts up to there.
 """
 
 from __future__ import annotations
@@ -34,11 +44,11 @@ from headwater.server.replicated.groupstore import GroupStore
 from headwater.server.replicated.record import GroupRecord
 from headwater.server.replicated.wal import ReplicationLog
 
-from . import errors
+from . import errors, groupcheckpoint
 from .registry import NameTaken
 from .stream import Stream
 from .streamconfig import StreamConfig
-from .streamgroup import SNAPSHOTS, StreamGroup, open_log
+from .streamgroup import SNAPSHOTS, StreamGroup, open_file_replica, open_log
 
 if TYPE_CHECKING:
     from .clustered import ClusteredJetStream
@@ -149,8 +159,17 @@ class Replicas:
         with claim:
             try:
                 directory = groups_dir(svc.root) / name
-                wal, recovered, lost = await asyncio.to_thread(open_log, directory)
-                stream = svc.new_stream(cfg, time.time_ns())
+                file: groupcheckpoint.Recovered | None = None
+                base = (0, 0)
+                if cfg.storage == "file":
+                    opened = await asyncio.to_thread(
+                        open_file_replica, directory, lambda d: svc._store_config(cfg, d)
+                    )
+                    file, wal, recovered, base, lost = opened
+                    stream = svc.new_stream(cfg, time.time_ns(), store=file.store)
+                else:
+                    wal, recovered, lost = await asyncio.to_thread(open_log, directory)
+                    stream = svc.new_stream(cfg, time.time_ns())
                 assert svc.client is not None and self.clustered.meta is not None
                 group = StreamGroup(
                     stream,
@@ -161,9 +180,11 @@ class Replicas:
                     store=GroupStore(self.clustered.meta, RECORD_SWAP_TIMEOUT_S),
                     resolve=self.clustered.server_id,
                     recovered=recovered,
+                    base=base,
                     snapshot_dir=directory / SNAPSHOTS,
                     lost_state=lost,
                     consumers=svc.consumers,
+                    file=file,
                 )
                 claim.install(stream)
                 await group.start()

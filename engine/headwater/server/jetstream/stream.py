@@ -114,6 +114,10 @@ class Stream:
         self._subs: dict[str, Subscription] = {}
         self._direct_subs: list[Subscription] = []
         self.dedupe = publish.Dedupe(config.duplicate_window)
+        self.ids_recorded: list[tuple[str, int, int]] | None = None
+        """A replica on a file store: (id, seq, ts) of each id recorded into the window since
+        its last checkpoint, which writes them to its duplicate log (:mod:`.groupcheckpoint`);
+        None otherwise."""
         self.markers: set[int] = set()
         self.consumers: dict[str, Any] = {}
         """name -> :class:`headwater.server.consumers.consumer.Consumer` (managed by
@@ -381,6 +385,23 @@ class Stream:
         self._arm_expiry(force=True)
         return old
 
+    def restore_state(
+        self, dedupe: Iterable[tuple[str, int, int]], lseq: int, lmsgid: str, markers: Iterable[int]
+    ) -> None:
+        """A file replica restarted from its checkpoint (:mod:`.groupcheckpoint`), before
+        :meth:`start`: the duplicate window as its duplicate log has it ((id, seq, ts) in the
+        order recorded, each recorded as the publish did, so the window drops what the
+        others' drop), ``lseq``/``lmsgid`` and the markers. The window is then whole: nothing
+        is loaded from the store by this server's clock."""
+        window = publish.Dedupe(self.config.duplicate_window)
+        for msg_id, seq, ts in dedupe:
+            window.record(msg_id, seq, ts)
+        self.dedupe = window
+        self._dedupe_loaded = True
+        self.lseq = lseq
+        self.lmsgid = lmsgid
+        self.markers = set(markers)
+
     def purge(self, subject: str = "", seq: int = 0, keep: int = 0) -> int:
         """STREAM.PURGE (see :meth:`_purge`), then let the consumers catch up with it."""
         purged = self._purge(subject, seq, keep)
@@ -426,6 +447,8 @@ class Stream:
         self.lmsgid = msg_id
         if msg_id:
             self.dedupe.record(msg_id, seq, ts)
+            if self.ids_recorded is not None:
+                self.ids_recorded.append((msg_id, seq, ts))
         return seq
 
     def stored(self, seq: int, ts: int, msg_id: str, ttl: int) -> None:
@@ -434,6 +457,8 @@ class Stream:
         self.lmsgid = msg_id
         if msg_id:
             self.dedupe.record(msg_id, seq, ts)
+            if self.ids_recorded is not None:
+                self.ids_recorded.append((msg_id, seq, ts))
         if ttl > 0 or (self._expiry is None and self.config.max_age > 0):
             self._arm_expiry()
 
@@ -637,7 +662,8 @@ class Stream:
             self._queue_ack(reply, self._ack_prefix + str(seq).encode() + b',"duplicate": true}')
 
     def _queue_ack(self, reply: str, body: bytes) -> None:
-        if not self._durable_acks:
+        # A replica's change is durable in its group's log before it is applied: no store sync.
+        if not self._durable_acks or self.group is not None:
             self.client.publish(reply, body)
             return
         self._wait_for_commit((reply, body))
@@ -645,6 +671,8 @@ class Stream:
     async def durable(self) -> None:
         """Return once every change made to the store so far (a delete, a purge) is as
         durable as a publish ack: it shares the acks' group commit. Raises ``StoreError``."""
+        if self.group is not None:
+            return  # a replica's changes are durable in its group's log (a quorum's disks)
         if not self._durable_acks:
             await self.store.durable()  # interval: reaches the OS at least; memory: nothing
             return

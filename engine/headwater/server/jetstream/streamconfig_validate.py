@@ -83,10 +83,6 @@ class StreamLimits:
 NO_LIMITS = StreamLimits()
 CLUSTER_LIMITS = StreamLimits(clustered=True)
 
-REPLICAS_ON_FILE_NOT_YET = (
-    "replicated streams on file storage are not supported yet: use storage memory, or "
-    "num_replicas 1"
-)
 REPLICATED_SOURCES_NOT_YET = "replicated mirrors and sourcing streams are not supported yet"
 REPLICATED_RESTORE_NOT_YET = "restoring or templating replicated streams is not supported yet"
 
@@ -94,13 +90,11 @@ REPLICATED_RESTORE_NOT_YET = "restoring or templating replicated streams is not 
 def check_replicas(cfg: StreamConfig, limits: StreamLimits) -> None:
     """More than one replica: 10074 on a single server (nats-server's answer too). In a
     cluster, what replicated streams cannot do yet is refused with 10052 and says what
-    (docs/REPLICATION.md): file storage, mirrors and sources."""
+    (docs/REPLICATION.md): mirrors and sources."""
     if cfg.num_replicas <= 1:
         return
     if not limits.clustered:
         raise errors.STREAM_REPLICAS_NOT_SUPPORTED.exc()
-    if cfg.storage != "memory":
-        raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICAS_ON_FILE_NOT_YET)
     if cfg.mirror is not None or cfg.sources:
         raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_SOURCES_NOT_YET)
 

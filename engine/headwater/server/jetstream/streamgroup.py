@@ -65,9 +65,15 @@ crash would (the runner's rule for its owner's callbacks).
 **Consumers** are in the log too (:mod:`.groupconsumers`): every replica applies their ops,
 and the leader runs them once it applied its own epoch's no-op entry.
 
-Not yet here: a restart from a file store and the log (the stream must then apply the log
-past its last snapshot only: docs/REPLICATION.md, "Status"), and the API requests that
-change the stream's config.
+**A file stream** (``file``: what :func:`open_file_replica` recovered) compacts differently:
+its replica takes a checkpoint (:mod:`.groupcheckpoint`) right at start, then every
+``checkpoint_every_s`` with something applied or after :data:`CHECKPOINT_BYTES` of ops, and
+at a clean close, in a task between two Apply batches; the logs are compacted up to a
+checkpoint's index once it is durable, never by the applied index (a restart cuts the store
+back to its newest checkpoint and applies the log after it again). A failed checkpoint
+stops the runner. A restarted file replica holds its state: it is not ``lost_state`` and may
+lead. A snapshot is installed into a new store in a fresh directory, checkpointed at once
+after the swap; the old store is deleted after that.
 """
 
 from __future__ import annotations
@@ -80,7 +86,9 @@ import tempfile
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import orjson
 
 from headwater.server.replicated.core import Config
 from headwater.server.replicated.groupstore import GroupStore
@@ -89,10 +97,13 @@ from headwater.server.replicated.record import GroupRecord
 from headwater.server.replicated.runner import GroupRunner, ReplicaLog, Resolve, Transport
 from headwater.server.replicated.transfer import FileSink, Transfers, file_sinks
 from headwater.server.replicated.wal import SEGMENT_BYTES, ReplicationLog
+from headwater.server.store import StoreConfig
+from headwater.server.store.file.fileio import FileIO
 
-from . import advisories, errors, groupops, groupsnapshot, publish
+from . import advisories, errors, groupcheckpoint, groupops, groupsnapshot, publish
 from .groupconsumers import GroupConsumers
 from .stream import Stream
+from .streamconfig import StreamConfig, config_from_json, config_to_json
 from .wire import rfc3339
 
 if TYPE_CHECKING:
@@ -109,6 +120,10 @@ anything, so this only bounds memory (about twice this many entries in the log) 
 far behind a follower may fall and still catch up from the log instead of a snapshot."""
 SNAPSHOTS = "snapshots"
 """The directory, in a replica's log directory, where received snapshots are written."""
+CHECKPOINT_EVERY_S = 1.0
+CHECKPOINT_BYTES = 64 << 20
+"""A file stream's replica takes a checkpoint every second, or once this many bytes of ops
+were applied since the last (docs/REPLICATION.md, "Restarting a replica on a file store")."""
 
 
 def open_log(
@@ -118,11 +133,7 @@ def open_log(
     start the runner with (from base (0, 0)) and whether the replica lost state it had (its
     log was compacted past index 1, so it was deleted: see the module docstring). Snapshots
     left half received by an earlier run are deleted. Blocking: call it in a thread."""
-    snapshots = directory / SNAPSHOTS
-    if snapshots.is_dir():
-        for part in snapshots.iterdir():
-            with contextlib.suppress(OSError):
-                part.unlink()
+    _drop_snapshots(directory)
     wal, recovered = ReplicationLog.open(directory, segment_bytes=segment_bytes)
     if wal.first_index <= 1:
         return wal, recovered, False
@@ -132,17 +143,81 @@ def open_log(
         directory,
         wal.first_index,
     )
+    wal, recovered = _drop_log(directory, wal, segment_bytes)
+    return wal, recovered, True
+
+
+def _drop_snapshots(directory: Path) -> None:
+    snapshots = directory / SNAPSHOTS
+    if snapshots.is_dir():
+        for part in snapshots.iterdir():
+            with contextlib.suppress(OSError):
+                part.unlink()
+
+
+def _drop_log(
+    directory: Path, wal: ReplicationLog, segment_bytes: int, io: FileIO | None = None
+) -> tuple[ReplicationLog, list[Entry]]:
+    """Delete the log in ``directory`` and open it again, empty (blocking)."""
     wal.close()
     # Newest first: a crash in between leaves a log that still starts past 1 (dropped again).
-    for seg in sorted(directory.glob("*.log"), reverse=True):
+    for seg in sorted(directory.glob("[0-9]" * 20 + ".log"), reverse=True):
         seg.unlink()
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
-    wal, recovered = ReplicationLog.open(directory, segment_bytes=segment_bytes)
-    return wal, recovered, True
+    return ReplicationLog.open(directory, io, segment_bytes=segment_bytes)
+
+
+class FileReplica(NamedTuple):
+    """What a file stream's replica starts from (:func:`open_file_replica`)."""
+
+    file: groupcheckpoint.Recovered
+    log: ReplicationLog
+    recovered: list[Entry]
+    """The log's entries after ``base``, for the runner."""
+    base: tuple[int, int]
+    lost: bool
+
+
+def open_file_replica(
+    directory: Path,
+    store_config: Callable[[Path], StoreConfig],
+    segment_bytes: int = SEGMENT_BYTES,
+    io: FileIO | None = None,
+) -> FileReplica:
+    """Open a file stream's replica in its group ``directory`` at start: the store cut back
+    to its newest checkpoint and opened (:func:`groupcheckpoint.recover`), the log, and the
+    runner's start: base (X, epoch) of the checkpoint and the log's entries after X, which
+    are applied again. With no checkpoint the store is new and the whole log is applied (the
+    log is never compacted past a durable checkpoint, so it starts at 1). A checkpoint the
+    log does not continue from (a crash after a snapshot's install rebased the log, before
+    the checkpoint naming the installed store) leaves nothing to start from: the store and
+    the log are dropped and the replica starts as one that lost its state (``lost``), caught
+    up from its leader. Blocking: call it in a thread."""
+    _drop_snapshots(directory)
+    wal, recovered = ReplicationLog.open(directory, io, segment_bytes=segment_bytes)
+    file = groupcheckpoint.recover(directory, store_config, io)
+    state = file.state
+    if state is None and wal.first_index <= 1:
+        return FileReplica(file, wal, recovered, (0, 0), False)
+    if state is not None and state.index >= wal.first_index - 1:
+        entries = wal.after_snapshot(state.index, state.epoch, recovered)
+        return FileReplica(file, wal, entries, (state.index, state.epoch), False)
+    log.warning(
+        "replica %s: its checkpoint (index %s) is before its log (from %d): the store and "
+        "the log are dropped and the replica catches up from its leader",
+        directory,
+        state.index if state is not None else None,
+        wal.first_index,
+    )
+    file.store.close()
+    file.checkpoints.close()
+    wal, _ = _drop_log(directory, wal, segment_bytes, io)
+    file = groupcheckpoint.recover(directory, store_config, io, fresh=True)
+    return FileReplica(file, wal, [], (0, 0), True)
 
 
 class StreamGroup:
@@ -166,6 +241,8 @@ class StreamGroup:
         compact_every: int = COMPACT_EVERY,
         lost_state: bool = False,
         consumers: ConsumerManager | None = None,
+        file: groupcheckpoint.Recovered | None = None,
+        checkpoint_every_s: float = CHECKPOINT_EVERY_S,
     ) -> None:
         if compact_every < 1:
             raise ValueError("compact_every must be positive")
@@ -230,15 +307,36 @@ class StreamGroup:
         committed: see :meth:`current`."""
         self.consumers = GroupConsumers(stream, consumers)
         """The stream's consumers, as its log has them (and live here while leading)."""
+        self._applied_epoch = base[1]
+        self.checkpoints = file.checkpoints if file is not None else None
+        """A file stream's checkpoints (:mod:`.groupcheckpoint`); None for memory."""
+        self.checkpoint_every_s = checkpoint_every_s
+        self._checkpointed = -1
+        """The index of the newest durable checkpoint (-1: none taken by this process)."""
+        self._since_checkpoint = 0
+        """Bytes of ops applied since the newest checkpoint's capture."""
+        self._checkpoint_due = asyncio.Event()
+        self._closing = False
+        self._checkpointing: asyncio.Task[None] | None = None
+        if file is not None and file.state is not None:
+            self._restore(file)
 
     async def start(self) -> None:
         self.stream.group = self
         self._snapshot_dir.mkdir(parents=True, exist_ok=True)
         await self.stream.start()
         await self.transfers.start()
+        if self.checkpoints is not None:
+            self.stream.ids_recorded = []
+            # A new store has nothing durable to cut back to until this one (and a restored
+            # one starts counting from here).
+            await self.checkpoint()
+            loop = asyncio.get_running_loop()
+            self._checkpointing = loop.create_task(self._checkpoint_loop())
         await self.runner.start()
 
     async def close(self) -> None:
+        self._closing = True
         await self.runner.close()
         await self.transfers.close()
         if self._installing is not None:
@@ -247,6 +345,16 @@ class StreamGroup:
                 await self._installing
         if self._taking is not None:
             self._taking.cancel()
+        if self._checkpointing is not None:
+            self._checkpointing.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._checkpointing
+        if self.checkpoints is not None:
+            # A clean close: the store's own close then names this checkpoint (index.snap).
+            if self.runner.failed is None and self.stream.store.failed is None:
+                with contextlib.suppress(Exception):
+                    await self.checkpoint()
+            self.checkpoints.close()
 
     def current(self) -> bool:
         """Whether this replica is current (``/healthz``): it leads, committed in its epoch
@@ -387,13 +495,19 @@ class StreamGroup:
             self._caught_up_at = core.now
         if entries:
             self._applied = entries[-1].index
-            if self._applied - self._compacted_at >= self.compact_every:
-                self._compact()
+            self._applied_epoch = entries[-1].epoch
+            if self.checkpoints is not None:
+                # A file stream compacts at its checkpoints only (never past a durable one).
+                self._since_checkpoint += sum(len(e.op) for e in entries)
+                if self._since_checkpoint >= CHECKPOINT_BYTES:
+                    self._checkpoint_due.set()
+            elif self._applied - self._compacted_at >= self.compact_every:
+                self._compact(self._applied)
 
-    def _compact(self) -> None:
-        """Drop the entries the stream's state holds from the runner's log and the disk's
-        (the runner's compaction runs right after the Apply being processed)."""
-        applied = self._applied
+    def _compact(self, applied: int) -> None:
+        """Drop the entries up to ``applied``, which the stream's state holds (a memory
+        stream's live state; a file stream's durable checkpoint), from the runner's log and
+        the disk's (the runner's compaction runs right after the Apply being processed)."""
         self._compacted_at = applied
         upto = applied
         followers = self.runner.replica.followers()  # empty unless leading
@@ -408,6 +522,56 @@ class StreamGroup:
         if compact is not None:
             compact(upto)
         self._compacted = upto
+
+    # Checkpoints (file streams) -----------------------------------------------------------
+
+    def _restore(self, file: groupcheckpoint.Recovered) -> None:
+        """Take the small state of the checkpoint the store was cut back to (before start)."""
+        state = file.state
+        assert state is not None
+        stream = self.stream
+        if state.config and state.config != _config_bytes(stream.config):
+            # The log had a config update by then: the entries after it go by that config.
+            stream.reconfigure(config_from_json(orjson.loads(state.config)))
+        stream.restore_state(file.dedupe, state.lseq, state.lmsgid, state.markers)
+        self.consumers.install(state.consumers)
+
+    async def checkpoint(self) -> None:
+        """A file stream's checkpoint as of what it applied now (:mod:`.groupcheckpoint`),
+        then the logs compacted up to it. A failure stops the replica, as a failed apply
+        does. A replica that lost its state takes none before a snapshot is installed."""
+        checkpoints = self.checkpoints
+        if checkpoints is None or self.lost_state:
+            return
+        self._since_checkpoint = 0
+        try:
+            taken = await checkpoints.take(
+                self.stream,
+                self._applied,
+                self._applied_epoch,
+                self.consumers.capture,
+                _config_bytes(self.stream.config),
+            )
+        except Exception as exc:
+            log.error("stream %r: checkpoint failed: %s", self.stream.name, exc)
+            self.runner._fail(exc)
+            raise
+        self._checkpointed = max(self._checkpointed, taken.index)
+        if not self._closing and taken.index > self._compacted:
+            self._compact(taken.index)
+
+    async def _checkpoint_loop(self) -> None:
+        """Every ``checkpoint_every_s`` with something applied (or sooner, by bytes)."""
+        while self.runner.failed is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._checkpoint_due.wait(), self.checkpoint_every_s)
+            self._checkpoint_due.clear()
+            if self._applied == self._checkpointed and not self._since_checkpoint:
+                continue
+            try:
+                await self.checkpoint()
+            except Exception:
+                return  # the replica stopped (logged)
 
     # Snapshots ----------------------------------------------------------------------------
 
@@ -461,7 +625,11 @@ class StreamGroup:
         try:
             if not self.runner.snapshot_wanted(index):
                 return
-            installed = await groupsnapshot.install(stream, path, index=index, epoch=epoch)
+            checkpoints = self.checkpoints
+            directory = checkpoints.next_store_dir() if checkpoints is not None else None
+            installed = await groupsnapshot.install(
+                stream, path, index=index, epoch=epoch, directory=directory, replica=True
+            )
             if not self.runner.snapshot_wanted(index):  # applied past it meanwhile, or leads
                 await installed.discard()
                 return
@@ -470,10 +638,21 @@ class StreamGroup:
             self.consumers.install(installed.state.consumers)
             self.runner.install_snapshot(index, epoch)
             self._applied = self._compacted = self._compacted_at = index
+            self._applied_epoch = epoch
             self.lost_state = False
             self.snapshots_installed += 1
             log.info("stream %r: snapshot at %d (epoch %d) installed", stream.name, index, epoch)
-            await old.aclose()
+            if checkpoints is None:
+                await old.aclose()
+                return
+            # A restart must find the new store: checkpoint it at once; only then is the old
+            # one (which the last checkpoint named until now) deleted.
+            assert directory is not None
+            checkpoints.swapped(directory)
+            stream.ids_recorded = []
+            await self.checkpoint()
+            await old.adelete()
+            await checkpoints.drop_stores_but_current()
         except groupsnapshot.SnapshotError as exc:
             log.warning("stream %r: snapshot at %d not installed: %s", stream.name, index, exc)
         except Exception:
@@ -590,6 +769,10 @@ class _Campaigns:
                 )
             return False, None
         return await self.store.compare_and_swap(stream, new, expected_revision)
+
+
+def _config_bytes(cfg: StreamConfig) -> bytes:
+    return orjson.dumps(config_to_json(cfg))
 
 
 def _answer_publish(stream: Stream, reply: str) -> Answer:
