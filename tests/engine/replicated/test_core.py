@@ -14,6 +14,8 @@ from headwater.server.replicated.core import (
     Leadership,
     Persist,
     ProposeRecord,
+    ReadReady,
+    ReadRejected,
     Rebase,
     Rejected,
     Replica,
@@ -700,3 +702,145 @@ def test_quorum_heard_counts_recent_progress() -> None:
     assert not r.quorum_heard(1000)  # nobody made progress for 5 s
     r.on_message(ok("b", 2))
     assert r.quorum_heard(1000)  # itself and b: 2 of 3
+
+
+# Rule 9: reads ------------------------------------------------------------------------------
+
+
+def echo(sender: str, durable: int, read: int, ok_: bool = True) -> AppendReply:
+    return AppendReply(2, sender, ok_, durable if ok_ else 0, durable, read)
+
+
+def test_a_read_on_a_follower_is_rejected_at_once_with_the_leader() -> None:
+    r = follower(recovered=log(1), record=rec(1, "a"))
+    assert r.read("t") == [ReadRejected("t", "a")]
+    assert Replica("b", [], CFG).read("t") == [ReadRejected("t", None)]
+
+
+def test_a_read_waits_for_a_round_echoed_by_every_in_sync_member() -> None:
+    r = leader()
+    last = r.last_index
+    out = r.read("t")
+    assert of(out, ReadReady) == []
+    # A round goes at once (no heartbeat wait), from where each follower confirmed our log.
+    sent = appends(out)
+    assert [(m.read, m.prev_index, m.entries) for m in sent] == [(1, last, ()), (1, last, ())]
+    assert of(r.on_message(echo("b", last, 1)), ReadReady) == []
+    assert of(r.on_message(echo("c", last, 1)), ReadReady) == [ReadReady("t")]
+
+
+def test_an_echo_of_a_round_before_the_read_does_not_count() -> None:
+    r = leader()
+    last = r.last_index
+    r.read("t1")
+    r.on_message(echo("b", last, 1))
+    assert of(r.on_message(echo("c", last, 1)), ReadReady) == [ReadReady("t1")]
+    out = r.read("t2")
+    assert {m.read for m in appends(out)} == {2}
+    # Late or duplicated answers to round 1 (sent before t2 arrived) prove nothing for t2.
+    assert r.on_message(echo("b", last, 1)) == []
+    assert of(r.on_message(echo("c", last, 1)), ReadReady) == []
+    r.on_message(echo("b", last, 2))
+    assert of(r.on_message(echo("c", last, 2)), ReadReady) == [ReadReady("t2")]
+
+
+def test_reads_arriving_while_a_round_is_in_flight_share_the_next() -> None:
+    r = leader()
+    last = r.last_index
+    r.read("t1")
+    assert appends(r.read_many(["t2", "t3"])) == []  # round 1 is in flight
+    r.on_message(echo("b", last, 1))
+    out = r.on_message(echo("c", last, 1))
+    assert of(out, ReadReady) == [ReadReady("t1")]
+    assert {m.read for m in appends(out)} == {2}  # the next round, at once
+    r.on_message(echo("b", last, 2))
+    out = r.on_message(echo("c", last, 2))
+    assert of(out, ReadReady) == [ReadReady("t2"), ReadReady("t3")]
+    assert appends(out) == []
+
+
+def test_a_reply_of_the_epoch_that_is_not_ok_still_echoes() -> None:
+    # The follower answered in our epoch, unfenced: that is what the round must show.
+    r = leader()
+    r.read("t")
+    r.on_message(echo("b", r.last_index, 1))
+    assert of(r.on_message(echo("c", 0, 1, ok_=False)), ReadReady) == [ReadReady("t")]
+
+
+def test_a_lost_round_is_sent_again_with_the_heartbeat() -> None:
+    r = leader()
+    r.read("t")
+    r.read("u")  # needs round 2, which waits for round 1
+    out = r.on_tick(CFG.heartbeat_interval)
+    assert {m.read for m in appends(out)} == {2}
+    last = r.last_index
+    r.on_message(echo("b", last, 2))
+    assert of(r.on_message(echo("c", last, 2)), ReadReady) == [ReadReady("t"), ReadReady("u")]
+
+
+def test_a_new_leader_answers_reads_once_its_no_op_is_applied() -> None:
+    r = leader(settle=False)
+    noop = r.last_index
+    r.read("t")
+    r.on_message(echo("b", noop - 1, 1))
+    assert of(r.on_message(echo("c", noop - 1, 1)), ReadReady) == []  # echoed, not applied
+    r.on_persisted(noop)
+    r.on_message(ok("b", noop))
+    out = r.on_message(ok("c", noop))
+    assert of(out, Apply) and out.index(of(out, Apply)[0]) < out.index(ReadReady("t"))
+
+
+def test_a_member_being_added_must_echo_too() -> None:
+    r = leader(in_sync="ab")
+    last = r.last_index
+    out = r.on_message(ok("c", last))
+    out += r.on_tick(10)
+    assert of(out, ProposeRecord)  # adding c: counted from the proposal on (rule 3)
+    r.read("t")
+    assert of(r.on_message(echo("b", last, 1)), ReadReady) == []
+    assert of(r.on_message(echo("c", last, 1)), ReadReady) == [ReadReady("t")]
+
+
+def test_a_follower_echoes_its_leaders_round_until_it_fences() -> None:
+    b = follower(recovered=log(1), record=rec(1, "a"))
+    [reply] = replies(b.on_message(Append(1, "a", 1, 1, (), 1, 4)))
+    assert reply.read == 4
+    b.on_tick(1000)  # campaigns: fenced
+    assert b.fenced == 1
+    assert b.on_message(Append(1, "a", 1, 1, (), 1, 5)) == []  # no echo of a fenced epoch
+    # A new epoch starts from no round.
+    b.on_record(rec(2, "c", revision=2))
+    [reply] = replies(b.on_message(Append(2, "c", 1, 1, (), 1)))
+    assert (reply.epoch, reply.read) == (2, 0)
+
+
+def test_a_deposed_leader_never_completes_a_read() -> None:
+    """The stale read: a leader cut off while another member took the next epoch."""
+    a = leader()
+    b = follower(recovered=list(a.log), record=rec(2, "a", revision=2))
+    b.on_message(Append(2, "a", a.last_index, 2, (), a.commit))
+    b.on_tick(1000)  # b heard nothing for an election timeout: fences epoch 2, swaps to 3
+    out = a.read("t")
+    for m in appends(out, "b"):
+        assert b.on_message(m) == []  # fenced: silent
+    a.on_message(echo("c", a.last_index, 1))
+    assert of(a.on_tick(100), ReadReady) == []
+    # It learns of epoch 3 (the record, or a reply): the read is rejected, naming b.
+    assert of(a.on_record(rec(3, "b", revision=3)), ReadRejected) == [ReadRejected("t", "b")]
+
+
+def test_a_read_not_ready_within_the_timeout_is_rejected() -> None:
+    r = leader()
+    r.read("t")
+    assert of(r.on_tick(CFG.read_timeout - 1), ReadRejected) == []
+    assert of(r.on_tick(CFG.read_timeout), ReadRejected) == [ReadRejected("t", None)]
+
+
+def test_a_leader_stepping_down_rejects_reads() -> None:
+    r = leader()
+    r.read("waiting")
+    r.step_down("b")
+    assert r.read("t") == [ReadRejected("t", "b")]  # handing over: rejected at once
+    out = r.on_message(AppendReply(3, "b", False, 0, 0))  # a later epoch: stopped leading
+    assert of(out, ReadRejected) == [ReadRejected("waiting", None)]
+    assert r.read("u") == [ReadRejected("u", None)]

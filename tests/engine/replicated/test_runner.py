@@ -663,3 +663,70 @@ async def test_a_runner_on_the_real_log_installs_a_snapshot_past_its_end(
     done.append(b"msg:end")
     await wait_until(applied_everywhere(nodes, done), 5.0, "applied after an undone rebase")
     assert runner.failed is None and follower.up
+
+
+# Reads (the core's rule 9) ------------------------------------------------------------------
+
+
+async def read(node: Node) -> tuple[bool, list[bytes]]:
+    """A read barrier on `node`: whether it passed, and the node's state when it did."""
+    assert node.runner is not None
+    done: asyncio.Future[tuple[bool, list[bytes]]] = asyncio.get_running_loop().create_future()
+
+    def ready(ok: bool) -> None:
+        done.set_result((ok, list(node.applied)))  # answered from the state, in the call
+
+    node.runner.read(ready)
+    return await asyncio.wait_for(done, 5.0)
+
+
+async def test_reads_on_the_leader_see_every_acknowledged_proposal(nodes: list[Node]) -> None:
+    ops = [f"msg:{i}".encode() for i in range(20)]
+    for op in ops[:10]:
+        await propose(nodes, op)
+    lead = leader(nodes)
+    assert lead is not None and lead.runner is not None
+    ok, state = await read(lead)
+    assert ok and state[: len(ops[:10])] == ops[:10]
+    # Reads arriving together, with proposals: one round for the reads of one pass.
+    before = lead.runner.replica._round
+    acked = await asyncio.gather(*(propose(nodes, op) for op in ops[10:]))
+    results = await asyncio.gather(*(read(lead) for _ in range(50)))
+    assert lead.runner.replica._round == before + 1
+    assert all(ok and set(ops[10:]) <= set(state) for ok, state in results), acked
+    # A follower answers no read: the request goes unanswered or gets 10008.
+    follower = next(n for n in nodes if n is not lead)
+    assert (await read(follower))[0] is False
+
+
+async def test_reads_waiting_when_the_runner_closes_are_refused(nodes: list[Node]) -> None:
+    lead = leader(nodes)
+    assert lead is not None and lead.runner is not None
+    answers: list[bool] = []
+    for node in nodes:
+        if node is not lead:
+            await node.crash()  # no echo can come: the reads wait
+    for _ in range(3):
+        lead.runner.read(answers.append)
+    await asyncio.sleep(0.1)
+    assert answers == []
+    await lead.runner.close()
+    assert answers == [False, False, False]
+    lead.runner.read(answers.append)  # closed: at once
+    assert answers == [False] * 4
+
+
+async def test_read_latency_on_three_runners(nodes: list[Node]) -> None:
+    """Printed, not asserted: one read at a time, then 100 at once, through real routing."""
+    await propose(nodes, b"msg:one")
+    lead = leader(nodes)
+    assert lead is not None
+    began = time.monotonic()
+    for _ in range(200):
+        assert (await read(lead))[0]
+    one = (time.monotonic() - began) / 200
+    began = time.monotonic()
+    for _ in range(20):
+        assert all(ok for ok, _ in await asyncio.gather(*(read(lead) for _ in range(100))))
+    many = (time.monotonic() - began) / 2000
+    print(f"\nread barrier: {one * 1e6:.0f} us one at a time, {many * 1e6:.1f} us each of 100")

@@ -5,11 +5,12 @@ Soak more on demand: `python -m headwater.server.replicated.simulator --seeds 10
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
-from headwater.server.replicated.core import Action, Replica, Send, Truncate
+from headwater.server.replicated.core import Action, ReadReady, Replica, Send, Truncate
 from headwater.server.replicated.messages import Append, TimeoutNow
 from headwater.server.replicated.record import GroupRecord
 from headwater.server.replicated.simulator import Simulation, Violation, main, run_seed
@@ -35,8 +36,13 @@ def soak(seeds: range, replicas: int) -> tuple[list[str], int]:
 def soak_counts(seeds: range, replicas: int) -> tuple[list[str], int, int]:
     """The violations found, in how many seeds a follower caught up from a snapshot, and in
     how many a step-down handed leadership over."""
+    return soak_reads(seeds, replicas)[:3]
+
+
+def soak_reads(seeds: range, replicas: int) -> tuple[list[str], int, int, int, int]:
+    """As `soak_counts`, and how many reads were answered and rejected."""
     found = []
-    with_installs = with_transfers = 0
+    with_installs = with_transfers = ready = rejected = 0
     for seed in seeds:
         try:
             sim = run_seed(seed, replicas)
@@ -45,7 +51,9 @@ def soak_counts(seeds: range, replicas: int) -> tuple[list[str], int, int]:
             continue
         with_installs += sim.installs > 0
         with_transfers += sim.transfers > 0
-    return found, with_installs, with_transfers
+        ready += sim.reads_ready
+        rejected += sim.reads_rejected
+    return found, with_installs, with_transfers, ready, rejected
 
 
 # Many seeds ----------------------------------------------------------------------------------
@@ -53,12 +61,13 @@ def soak_counts(seeds: range, replicas: int) -> tuple[list[str], int, int]:
 
 @pytest.mark.parametrize("replicas", [3, 5])
 def test_a_few_seeds(replicas: int) -> None:
-    found, with_installs, with_transfers = soak_counts(range(40), replicas)
+    found, with_installs, with_transfers, ready, rejected = soak_reads(range(40), replicas)
     assert found == []
     # Catch-up from a snapshot and leadership transfer are exercised, not only possible
-    # (most seeds do both).
+    # (most seeds do both); reads are answered (linearizable, checked) and some rejected.
     assert with_installs >= 1
     assert with_transfers >= 20
+    assert ready >= 40 * 50 and rejected >= 40
 
 
 @pytest.mark.slow
@@ -73,13 +82,16 @@ def test_regression_seeds() -> None:
     # 10719 (R5): after the heal, followers kept an older epoch's uncommitted entries past
     # the new leader's log end (no convergence); fixed by the new leader's no-op entry.
     run_seed(10719, 5)
-    run_seed(10719, 5, stepdowns=False)  # the very run that found it
+    run_seed(10719, 5, stepdowns=False, reads=False)  # the very run that found it
 
 
 def test_step_downs_leave_the_faults_of_a_seed_alone() -> None:
     # Drawn from their own generator: the first fault comes at the same time either way.
-    with_, without = Simulation(7, 3), Simulation(7, 3, stepdowns=False)
+    with_, without = Simulation(7, 3, reads=False), Simulation(7, 3, stepdowns=False, reads=False)
     assert [e for e in with_._events if e[2] != "stepdown"] == without._events
+    # So do reads (and the leader's isolations that go with them) at the start.
+    reads = Simulation(7, 3, stepdowns=False)
+    assert [e for e in reads._events if e[2] not in ("read", "isolate")] == without._events
 
 
 def test_a_seed_replays_exactly() -> None:
@@ -147,9 +159,10 @@ def test_acknowledging_before_the_followers_is_caught(replicas: int) -> None:
 @pytest.mark.parametrize(("replicas", "seed"), [(3, 1), (5, 0)])
 def test_accepting_older_epochs_is_caught(replicas: int, seed: int) -> None:
     # The first failing seeds of range(2000) (searched again when the simulator's draws
-    # changed with snapshots; before, 623 and 268).
+    # changed with snapshots; before, 623 and 268), in the runs from before reads.
     with pytest.raises(Violation, match=f"seed {seed} "):
-        run_seed(seed, replicas, replica_cls=AcceptsOlderEpochs)
+        run_seed(seed, replicas, replica_cls=AcceptsOlderEpochs, reads=False)
+    run_seed(seed, replicas, reads=False)
     run_seed(seed, replicas)
 
 
@@ -159,7 +172,8 @@ def test_adding_a_member_without_counting_it_at_once_is_caught() -> None:
     entry ends up on fewer than a quorum of disks; in seed 34 the core's guard refuses
     first)."""
     with pytest.raises(Violation, match="seed 662 "):
-        run_seed(662, 3, replica_cls=CountsOnlyTheRecord)
+        run_seed(662, 3, replica_cls=CountsOnlyTheRecord, reads=False)  # from before reads
+    run_seed(662, 3, reads=False)
     run_seed(662, 3)
 
 
@@ -181,7 +195,8 @@ def test_adding_back_below_the_inherited_tail_is_caught() -> None:
     simulator sees it (committed entries differ between replicas; before snapshots, seed
     80: s2 led epoch 6 without an acknowledged entry)."""
     with pytest.raises(Violation, match="seed 7589 "):
-        run_seed(7589, 3, replica_cls=AddsBackAtTheCommitIndex)
+        run_seed(7589, 3, replica_cls=AddsBackAtTheCommitIndex, reads=False)  # before reads
+    run_seed(7589, 3, reads=False)
     run_seed(7589, 3)
 
 
@@ -228,3 +243,57 @@ class TransfersToAnyone(Replica):
 def test_a_transfer_to_a_member_out_of_sync_is_caught(replicas: int) -> None:
     found = first_violation(TransfersToAnyone, range(40), replicas)
     assert found is not None, "the simulator did not see a stale replica lead"
+
+
+class AnswersReadsAtOnce(Replica):
+    """Answers every read while it believes it leads, with no barrier: stale reads from a new
+    leader whose commit index lags its predecessor's acknowledgements, and from a deposed
+    leader that has not heard of the new epoch."""
+
+    def read_many(self, tokens: Sequence[Any]) -> list[Action]:
+        if self.is_leader:
+            return [ReadReady(token) for token in tokens]
+        return super().read_many(tokens)
+
+
+class ReadsWithoutARound(Replica):
+    """Waits for its epoch's no-op, but asks no member to echo a round: only a deposed
+    leader, cut off, answers stale reads."""
+
+    def _read_members(self) -> set[str]:
+        return set()
+
+
+class ReadsBeforeItsNoOp(Replica):
+    """Takes the round, but does not wait for its own epoch's no-op to be applied: a new
+    leader answers before it applied what its predecessor acknowledged."""
+
+    def _ready_reads(self) -> list[Action]:
+        start, self.epoch_start = self.epoch_start, -1
+        try:
+            return super()._ready_reads()
+        finally:
+            self.epoch_start = start
+
+
+@pytest.mark.parametrize("replicas", [3, 5])
+def test_answering_reads_at_once_is_caught(replicas: int) -> None:
+    found = first_violation(AnswersReadsAtOnce, range(20), replicas)
+    assert found is not None
+    assert "stale read" in str(found)
+
+
+@pytest.mark.parametrize("replicas", [3, 5])
+def test_reading_before_the_no_op_is_applied_is_caught(replicas: int) -> None:
+    found = first_violation(ReadsBeforeItsNoOp, range(40), replicas)
+    assert found is not None
+    assert "stale read" in str(found)
+
+
+@pytest.mark.parametrize(("replicas", "seed"), [(3, 6), (5, 8)])
+def test_a_deposed_leader_reading_without_a_round_is_caught(replicas: int, seed: int) -> None:
+    # The first failing seeds of range(40): the leader isolated, another elected and
+    # acknowledging while the old one still answers reads from its state.
+    with pytest.raises(Violation, match=f"seed {seed} .*stale read"):
+        run_seed(seed, replicas, replica_cls=ReadsWithoutARound)
+    run_seed(seed, replicas)

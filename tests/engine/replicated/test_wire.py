@@ -32,6 +32,8 @@ def append(entries: int = 3, prev: int = 4, epoch: int = 2) -> Append:
         AppendReply(2, "s3", True, 7, 9),
         AppendReply(5, "s3", False, 0, 0),
         AppendReply(0, "a-server-with-a-long-name" * 5, False, 0, 3),
+        Append(3, "s2", 5, 2, (), 5, 17),  # a read round
+        AppendReply(3, "s3", True, 5, 5, 17),
         TimeoutNow(1, "s1"),
         TimeoutNow(2**40, "a-server-with-a-long-name" * 5),
     ],
@@ -49,6 +51,12 @@ def test_compact() -> None:
     assert len(encode(append(entries=101))) - one < 100 * (len(b"op10") + 8)
     assert len(encode(AppendReply(2, "s3", True, 7, 9))) < 12
     assert len(encode(TimeoutNow(2, "s3"))) < 8
+
+
+def test_without_a_read_round() -> None:
+    # A server from before read rounds leaves the field out: it reads as 0 (no round).
+    assert decode(raw(1, 2, "s1", 0, 0, [], 0)) == Append(2, "s1", 0, 0, (), 0, 0)
+    assert decode(raw(2, 2, "s3", True, 4, 4)) == AppendReply(2, "s3", True, 4, 4, 0)
 
 
 def raw(*fields: object) -> bytes:
@@ -71,7 +79,9 @@ def raw(*fields: object) -> bytes:
         raw(3, -1, "s1"),
         raw("1", 1, "s1", 0, 0, [], 0),
         raw(1, 1, "s1", 0, 0, []),  # a field short
-        raw(1, 1, "s1", 0, 0, [], 0, 9),  # a field too many
+        raw(1, 1, "s1", 0, 0, [], 0, 0, 9),  # a field too many
+        raw(1, 1, "s1", 0, 0, [], 0, -1),  # a negative read round
+        raw(2, 1, "s2", True, 0, 0, 0, 9),  # a field too many
         raw(1, 1, "", 0, 0, [], 0),  # no leader
         raw(1, 1, 7, 0, 0, [], 0),  # leader not a string
         raw(1, 0, "s1", 0, 0, [], 0),  # epoch 0

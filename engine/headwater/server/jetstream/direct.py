@@ -8,11 +8,19 @@ for empty, malformed or contradictory requests). Batches (``batch``) and ``multi
 several messages with ``Nats-Num-Pending``/``Nats-Last-Sequence`` and end with a
 ``204 EOB`` status. ``DIRECT.GET.<stream>.<subject>`` is "last message on subject" with an
 empty body. Direct gets run inline in routing: they only read the in-memory index and blocks.
+
+On a replicated stream (only its leader subscribes the direct-get subjects) a direct get first
+passes the group's read barrier (:meth:`StreamGroup.read`, docs/REPLICATION.md "Reads"), so a
+leader cut off from the others never answers from a state a newer leader moved past; a
+replica that may not answer leaves the request unanswered, as a nats-server replica that does
+not lead does (the client times out and asks again). ``STREAM.MSG.GET`` goes through the same
+barrier in :mod:`.streamapi`.
 """
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -156,8 +164,27 @@ def _decode(payload: bytes) -> dict[str, Any] | None:
     return out
 
 
+def _when_readable(stream: Stream, answer: Callable[[], None]) -> None:
+    """``answer`` now (one replica), or once a replicated stream's read barrier passed; never
+    when this replica may not answer (the request goes unanswered)."""
+    group = stream.group
+    if group is None:
+        answer()
+        return
+
+    def ready(ok: bool) -> None:
+        if ok:
+            answer()
+
+    group.read(ready)
+
+
 def handle_request(stream: Stream, reply: str, payload: bytes) -> None:
     """``DIRECT.GET.<stream>`` with a JSON request."""
+    _when_readable(stream, lambda: _handle_request(stream, reply, payload))
+
+
+def _handle_request(stream: Stream, reply: str, payload: bytes) -> None:
     send = stream.client.publish
     if not payload:
         send(reply, b"", hdr=_EMPTY)
@@ -195,6 +222,10 @@ def handle_request(stream: Stream, reply: str, payload: bytes) -> None:
 
 def handle_last_by_subject(stream: Stream, reply: str, key: str, payload: bytes) -> None:
     """``DIRECT.GET.<stream>.<subject>``: the last message on ``subject`` (empty body only)."""
+    _when_readable(stream, lambda: _last_by_subject(stream, reply, key, payload))
+
+
+def _last_by_subject(stream: Stream, reply: str, key: str, payload: bytes) -> None:
     send = stream.client.publish
     if payload or not key:
         send(reply, b"", hdr=_MALFORMED if payload else _BAD)

@@ -340,6 +340,7 @@ class StreamApi:
             subjects = fields.get("subjects_filter", "")
             offset = max(fields.get("offset", 0), 0)
         stream = self._lookup(_stream_name(req))
+        await _readable(stream)
         svc = self.service
         return info_for_request(
             stream,
@@ -386,6 +387,7 @@ class StreamApi:
             raise errors.BAD_REQUEST.exc()
         fields = decode_request(req.body, MSG_GET_REQUEST, "JSApiMsgGetRequest")
         stream = self._lookup(_stream_name(req))
+        await _readable(stream)
         return msg_get(stream, fields)
 
     async def msg_delete(self, req: Request) -> dict[str, Any]:
@@ -413,6 +415,14 @@ class StreamApi:
             await _durable(stream)
             return {"success": True}
         raise _delete_failure(stream, seq)
+
+
+async def _readable(stream: Stream) -> None:
+    """A replicated stream's read barrier (docs/REPLICATION.md, "Reads"): its state may be
+    read once everything acknowledged before the request is applied here; 10008 when this
+    replica may not answer (it does not lead, hands over, or was cut off from the others)."""
+    if stream.group is not None and not await stream.group.read_barrier():
+        raise errors.CLUSTER_NOT_AVAIL.exc()
 
 
 def _check_writable(stream: Stream) -> None:

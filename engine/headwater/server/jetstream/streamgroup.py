@@ -404,6 +404,25 @@ class StreamGroup:
         """Propose an encoded op; ``answer`` gets its outcome once committed here, or None."""
         self.runner.propose(op, answer)
 
+    def read(self, ready: Callable[[bool], None]) -> None:
+        """A read of the stream's state (direct get, STREAM.MSG.GET, STREAM.INFO) through the
+        read barrier (docs/REPLICATION.md, "Reads"): ``ready(True)`` once this replica, leading,
+        holds everything acknowledged before the call (answer in the call); ``ready(False)``
+        when it may not answer (it does not lead, hands over, or was cut off)."""
+        self.runner.read(ready)
+
+    async def read_barrier(self) -> bool:
+        """:meth:`read` for an API request: whether it may be answered from the state now
+        (a replica's state only moves forward, so a later moment is as good as the call's)."""
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+        def ready(ok: bool) -> None:
+            if not done.done():
+                done.set_result(ok)
+
+        self.runner.read(ready)
+        return await done
+
     async def submit(self, op: groupops.Op) -> groupops.Outcome:
         """Propose ``op`` (a request that changes the stream: delete, purge) and wait for its
         outcome once committed; 10008 when it was not committed here (this replica does not

@@ -2,11 +2,12 @@
 
 A `Replica` is fed inputs, each a method returning the actions the caller must carry out, in
 order: `on_record` (a group record from the etcd watch, or read after a CAS), `on_message`,
-`on_persisted`, `on_tick` (a logical clock in ms), `propose`, `on_cas_result`, `on_snapshot`
-and `step_down`; `compact` returns nothing. It does no I/O and reads no clock. The caller builds
-it from what it recovered from disk: its snapshot's index and epoch (`base`, (0, 0) without
-one) and the durable log after it; runs the disk actions (Persist, Truncate, Rebase) in order
-and calls `on_persisted` once per Persist, in order, when its fsync is done.
+`on_persisted`, `on_tick` (a logical clock in ms), `propose`, `read`, `on_cas_result`,
+`on_snapshot` and `step_down`; `compact` returns nothing. It does no I/O and reads no clock.
+The caller builds it from what it recovered from disk: its snapshot's index and epoch
+(`base`, (0, 0) without one) and the durable log after it; runs the disk actions (Persist,
+Truncate, Rebase) in order and calls `on_persisted` once per Persist, in order, when its fsync
+is done.
 
 The log in memory holds the entries after `base`; everything up to `base` is in the owner's
 snapshot, committed and applied (commit and applied start there). Indexes are absolute:
@@ -94,6 +95,43 @@ Rules implemented (the reasons are in docs/REPLICATION.md):
    the target's durable index is for liveness: it holds every entry the leader had, so the
    leader's uncommitted tail is committed in the new epoch instead of waiting for retries.
 
+9. Reads (`read(token)`, Raft's ReadIndex adapted to rule 3): a leader notes the read with its
+   commit index and answers `ReadReady(token)` once (a) it applied its own epoch's no-op entry,
+   (b) every member of its commit set (rule 3's `in_sync`, proposals of unknown outcome
+   included) other than itself echoed, in this epoch, a read round started after the read
+   arrived, and (c) its applied index reached the noted commit index; the owner then answers
+   from its state at once. A replica that does not lead, or steps down (rule 8), answers
+   `ReadRejected(token, leader hint)` at once; a leader that stops leading rejects every read
+   waiting, and a read waiting longer than `read_timeout` is rejected. Rounds: every Append
+   carries the leader's current round number; a follower echoes in every reply the highest
+   round it received from its current epoch's leader (reset at each epoch). A read needs the
+   round after the current one; that round starts at once when no round is in flight (every
+   member echoed the current one), else when the one in flight completes or at the next
+   heartbeat (which also resends what was lost): the reads waiting share one round.
+   Why a read sees every write acknowledged before it arrived (at t0), by any leader:
+   - writes acknowledged in this epoch are committed at or below the noted commit index (c);
+     those acknowledged in earlier epochs are in this leader's log (completeness) below its
+     no-op, committed once the no-op is, so applied by (a). A leader's commit index may lag
+     its predecessor's acknowledgements, which is why (c) alone is not enough;
+   - no leader of a later epoch acknowledged anything before t0: nothing commits in an epoch
+     before the swap that opened it, and the swap of epoch e+1 came after t0. It was made
+     (rule 5) by a member C of the in_sync of the last record of epoch e, the one C's swap
+     named. Only this leader changes that record in epoch e, each change naming the revision
+     before it, so the last record is the one it knows or the outcome of one of its
+     proposals pending: C is in the commit set, so C echoed (b) a round sent after t0, with a
+     reply of epoch e. C fenced epoch e before its swap, and from its fence on it never
+     answers in epoch e: the fence is lifted only on a record newer than the swapped one,
+     whose epoch is higher, and a restarted C starts from the current record (rule 5: no
+     Append before a record). So C's swap followed its echo, after t0. A swap to epoch e+2
+     or later follows the one to e+1 (etcd orders them), and the in_sync swap that lets a
+     later leader commit without this one happens in that later epoch, after its swap too;
+   - the log is one sequence (a later epoch commits only after its swap, this leader no more
+     after it: rule 5's fencing), so the state read (applied at the answer, <= committed by
+     then) is the committed log's state at one moment between the read's arrival and its
+     answer: linearizable. A deposed leader that has not heard of the new epoch yet never
+     completes a read (no member of the new epoch's in_sync echoes its rounds any more): its
+     reads time out, or are rejected once it learns of the epoch. No clock is trusted.
+
 `Apply` delivers committed entries in order, each once per replica lifetime, from the base
 on. A restarted replica knows no commit index past its base, so it applies again from
 base + 1: the caller rebuilds its state from its snapshot (or skips what that already holds).
@@ -126,6 +164,7 @@ class Config:
     max_batch: int = 32  # entries per Append
     max_batch_bytes: int = 1 << 20  # op bytes per Append (one larger entry still goes alone)
     snapshot_interval: int = 1000  # at most one SendSnapshot per follower this often
+    read_timeout: int = 2000  # a read not ready after this long is rejected (rule 9)
 
 
 # Actions -------------------------------------------------------------------------------------
@@ -191,6 +230,23 @@ class Rejected:
 
 
 @dataclass(frozen=True)
+class ReadReady:
+    """The read `token` may be answered now from the owner's state: it holds every write
+    acknowledged before the read arrived (rule 9). Emitted after the Apply it depends on."""
+
+    token: Any
+
+
+@dataclass(frozen=True)
+class ReadRejected:
+    """The read `token` may not be answered here (not leading, stepping down or stepped
+    down, or not ready within `read_timeout`); `leader` is a hint of who leads, if known."""
+
+    token: Any
+    leader: str | None
+
+
+@dataclass(frozen=True)
 class Leadership:
     """This replica started (`leading`) or stopped leading, in `epoch`: the owner serves the
     stream's clients only while leading."""
@@ -216,10 +272,20 @@ Action = (
     | Apply
     | Acknowledge
     | Rejected
+    | ReadReady
+    | ReadRejected
     | ProposeRecord
     | Leadership
     | SendSnapshot
 )
+
+
+@dataclass(frozen=True)
+class _Read:
+    token: Any
+    commit: int  # the leader's commit index when the read arrived
+    round: int  # the read round it needs echoed by every member of the commit set
+    since: int  # when it arrived (the core's clock)
 
 
 @dataclass
@@ -262,6 +328,7 @@ class Replica:
         self.leader_commit = 0
         self.told_commit = 0
         self._sent_durable = -1
+        self._round_seen = 0  # the highest read round of this epoch's leader received (rule 9)
         # Both sides.
         self.commit = self.base  # highest index known committed and held (durably matched) here
         self.applied = self.base
@@ -278,6 +345,9 @@ class Replica:
         self._last_heartbeat = 0
         self._snapshot_sent: dict[str, int] = {}  # follower -> when it was last sent one
         self._transfer: tuple[str, int] | None = None  # (target, since) while stepping down
+        self._round = 0  # the last read round started in this leadership (rule 9)
+        self._echo: dict[str, int] = {}  # follower -> highest round it echoed in this epoch
+        self._reads: deque[_Read] = deque()  # waiting, in arrival order
 
     # The log, past its base ------------------------------------------------------------------
 
@@ -314,8 +384,13 @@ class Replica:
             transfer = self._transfer
             if transfer is not None and now - transfer[1] >= self.config.election_timeout:
                 self._transfer = None  # the transfer did not complete: lead on (rule 8)
+            reads = self._reads
+            while reads and now - reads[0].since >= self.config.read_timeout:
+                out.append(ReadRejected(reads.popleft().token, None))
             if now - self._last_heartbeat >= self.config.heartbeat_interval:
                 self._last_heartbeat = now
+                if reads and reads[-1].round > self._round:
+                    self._round += 1  # the round the reads waiting need goes with the beat
                 for f in self._followers():
                     if self._recv[f] >= 0:
                         # Go back to what the follower confirmed: resends what was lost.
@@ -417,6 +492,24 @@ class Replica:
                 out += self._send_to(f)
         return out
 
+    def read(self, token: Any) -> list[Action]:
+        """A read to answer from the owner's state, once that is safe (rule 9)."""
+        return self.read_many((token,))
+
+    def read_many(self, tokens: Sequence[Any]) -> list[Action]:
+        """Several reads at once (what arrived in one pass of the owner's loop): one round."""
+        if not tokens:
+            return []
+        if not self.is_leader or self.now is None:
+            hint = self.leader if self.leader != self.name else None
+            return [ReadRejected(token, hint) for token in tokens]
+        if self._transfer is not None:
+            return [ReadRejected(token, self._transfer[0]) for token in tokens]
+        need = self._round + 1
+        self._reads.extend(_Read(token, self.commit, need, self.now) for token in tokens)
+        out: list[Action] = self._start_round() if self._round_done() else []
+        return out + self._ready_reads()
+
     def compact(self, upto: int) -> None:
         """The owner's snapshot holds everything up to `upto`: drop those entries from memory
         and move the base there. Never past the applied index (the snapshot could not hold
@@ -494,6 +587,8 @@ class Replica:
         if m.leader != self.leader or m.leader == self.name:
             return out
         self.last_heard = self.now
+        # Echoed in every reply from here on: we answer in this epoch, unfenced (rule 9).
+        self._round_seen = max(self._round_seen, m.read)
         # What the leader says is committed, matched or not: only reports read it (a replica
         # is current once it applied that much); applying goes by leader_commit.
         self.told_commit = max(self.told_commit, m.commit)
@@ -534,7 +629,8 @@ class Replica:
     def _reply(self, ok: bool, hint: int) -> Send:
         assert self.leader is not None
         durable = self._durable() if ok else 0
-        return Send(self.leader, AppendReply(self.epoch, self.name, ok, durable, hint))
+        reply = AppendReply(self.epoch, self.name, ok, durable, hint, self._round_seen)
+        return Send(self.leader, reply)
 
     def _report(self) -> list[Action]:
         """Tell the leader of a durable index that grew (after an fsync)."""
@@ -573,6 +669,7 @@ class Replica:
         self.leader = leader
         self.matched = 0
         self._sent_durable = -1
+        self._round_seen = 0
         self.last_heard = self.now
         return out
 
@@ -580,7 +677,10 @@ class Replica:
         self.is_leader = False
         self._transfer = None
         out: list[Action] = [Rejected(token, leader) for _, token in self._tokens]
+        out += [ReadRejected(read.token, leader) for read in self._reads]
         self._tokens = deque()
+        self._reads = deque()
+        self._echo = {}
         self._next, self._recv, self._match, self._progress = {}, {}, {}, {}
         return out
 
@@ -649,6 +749,9 @@ class Replica:
         self._last_heartbeat = self.now
         self._snapshot_sent = {}
         self._transfer = None
+        self._round = 0
+        self._echo = {}
+        self._reads = deque()
         # A no-op entry in the new epoch, as Raft's: followers holding an older epoch's
         # uncommitted entries past our log's end must find a conflicting entry to cut them
         # back at; without one they would keep them for as long as nothing is proposed.
@@ -672,12 +775,14 @@ class Replica:
             out = self._snapshot_to(f)
             if beat:
                 base = (self.base, self.base_epoch)
-                out.append(Send(f, Append(self.epoch, self.name, *base, (), self.commit)))
+                beat_msg = Append(self.epoch, self.name, *base, (), self.commit, self._round)
+                out.append(Send(f, beat_msg))
             return out
         prev_epoch = self.epoch_at(prev)
         entries = self._batch(prev)
         self._next[f] = prev + len(entries) + 1
-        return [Send(f, Append(self.epoch, self.name, prev, prev_epoch, entries, self.commit))]
+        msg = Append(self.epoch, self.name, prev, prev_epoch, entries, self.commit, self._round)
+        return [Send(f, msg)]
 
     def _snapshot_to(self, f: str) -> list[Action]:
         """A snapshot for `f`, at most once per `snapshot_interval`."""
@@ -713,6 +818,10 @@ class Replica:
         f = m.sender
         last = self.last_index
         out: list[Action] = []
+        if m.read > self._echo.get(f, 0):
+            # A reply of our epoch: `f` had not fenced it when it sent this (rule 9).
+            self._echo[f] = m.read
+            out += self._ready_reads()
         if m.ok:
             if m.durable > self._match[f]:
                 self._match[f] = m.durable
@@ -731,7 +840,7 @@ class Replica:
         hint = max(0, min(m.hint, last))
         self._recv[f] = min(self._recv[f], hint)
         self._next[f] = hint + 1
-        return self._send_to(f)
+        return out + self._send_to(f)
 
     def _timeout_now(self, target: str) -> list[Action]:
         """TimeoutNow to the transfer's target once it durably holds our whole log."""
@@ -774,6 +883,49 @@ class Replica:
             while tokens and tokens[0][0] <= self.commit:
                 index, token = tokens.popleft()
                 out.append(Acknowledge(token, index))
+            out += self._ready_reads()
+        return out
+
+    # Reads (rule 9) --------------------------------------------------------------------------
+
+    def _read_members(self) -> set[str]:
+        """Who must echo a round for a read: the commit set (rule 3) but this leader."""
+        return self._commit_set() - {self.name}
+
+    def _round_done(self) -> bool:
+        """No round in flight: every member echoed the current one."""
+        return all(self._echo.get(m, 0) >= self._round for m in self._read_members())
+
+    def _start_round(self) -> list[Action]:
+        """A new read round, sent at once to every follower: an empty Append from where it
+        confirmed our log (so that it matches, with no entries resent), or the usual one."""
+        self._round += 1
+        out: list[Action] = []
+        for f in self._followers():
+            confirmed = self._recv[f]
+            if confirmed < self.base:
+                out += self._send_to(f, beat=True)
+                continue
+            prev = (confirmed, self.epoch_at(confirmed))
+            beat = Append(self.epoch, self.name, *prev, (), self.commit, self._round)
+            out.append(Send(f, beat))
+        return out
+
+    def _ready_reads(self) -> list[Action]:
+        """ReadReady for the reads that passed their barrier; the next round when reads wait
+        for it and none is in flight."""
+        reads = self._reads
+        if not reads or not self.is_leader:
+            return []
+        out: list[Action] = []
+        if self.applied > self.epoch_start:  # our epoch's no-op is applied: (a)
+            members = self._read_members()
+            echoed = min((self._echo.get(m, 0) for m in members), default=self._round)
+            # Rounds and commit indexes grow along the queue: the ready reads are a prefix.
+            while reads and reads[0].round <= echoed and reads[0].commit <= self.applied:
+                out.append(ReadReady(reads.popleft().token))
+        if reads and reads[-1].round > self._round and self._round_done():
+            out += self._start_round()
         return out
 
     def _maybe_change_in_sync(self) -> list[Action]:

@@ -24,7 +24,8 @@ class Append:
     """Entries after `prev_index` (whose entry has `prev_epoch`); empty = a heartbeat.
 
     `commit` is the leader's commit index: a follower applies up to it, within what it knows
-    to equal the leader's log.
+    to equal the leader's log. `read` is the leader's current read round (0: none yet), which
+    the follower echoes in its replies (the core's rule 9).
     """
 
     epoch: int
@@ -33,6 +34,7 @@ class Append:
     prev_epoch: int
     entries: tuple[Entry, ...]
     commit: int
+    read: int = 0
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,8 @@ class AppendReply:
 
     `durable`: the follower's log is fsynced and equal to this epoch's leader's log up to
     there. `hint`: with ok, how far the log is known to equal the leader's (fsynced or not),
-    so the leader sends from there; without ok, where the log might still match.
+    so the leader sends from there; without ok, where the log might still match. `read`: the
+    highest read round the follower received from this epoch's leader (rule 9 of the core).
     """
 
     epoch: int
@@ -49,6 +52,7 @@ class AppendReply:
     ok: bool
     durable: int
     hint: int
+    read: int = 0
 
 
 @dataclass(frozen=True)

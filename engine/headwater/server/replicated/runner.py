@@ -38,6 +38,11 @@ A `GroupRunner` owns a `core.Replica` and carries out its actions:
 - **Quorum lost**: while leading, when fewer than a quorum of the replicas (this one
   included) were heard from within `lost_quorum_ms`, the owner's `on_quorum_lost()` is
   called, at most once per `lost_quorum_every_s` (nats-server's advisory interval).
+- **Reads**: `read(ready)` asks for the core's read barrier (its rule 9); `ready(True)` once
+  the owner may answer the read from its state (everything acknowledged before the call is
+  applied: answer synchronously, in the callback), `ready(False)` when it may not (not
+  leading, stepping down, not ready within the core's `read_timeout`, closed, or
+  `max_waiting` reads wait already). The reads of one pass of the loop share one round.
 - **Apply / Acknowledge / Rejected**: the owner's callbacks, with the tokens it passed to
   `propose`. Every token gets exactly one answer: Acknowledge, or Rejected (also for the
   proposals still waiting when the runner closes, and at once when `max_waiting` wait already
@@ -74,6 +79,8 @@ from headwater.server.replicated.core import (
     Leadership,
     Persist,
     ProposeRecord,
+    ReadReady,
+    ReadRejected,
     Rebase,
     Rejected,
     Replica,
@@ -131,6 +138,8 @@ OnRejected = Callable[[Any, "str | None"], None]
 OnLeadership = Callable[[bool, int], None]
 OnSendSnapshot = Callable[[str, int, int], None]
 OnQuorumLost = Callable[[], None]
+OnReadReady = Callable[[bool], None]
+"""A read's answer: True, answer it from the state now; False, this replica may not."""
 LOST_QUORUM_MS = 3_000
 """A leader that heard from fewer than a quorum of replicas for this long lost its quorum."""
 LOST_QUORUM_EVERY_S = 10.0
@@ -218,6 +227,8 @@ class GroupRunner:
         self._busy = False
         self._waiting: dict[int, Any] = {}  # the core's token -> the owner's
         self._proposing: list[tuple[bytes, int]] = []  # for the core at the end of the pass
+        self._reads: dict[int, OnReadReady] = {}  # the core's read token -> the owner's
+        self._reading: list[int] = []  # reads for the core at the end of the pass
         self._next_token = 0
         # Durability: the last index of each Persist not yet synced, in order, and the index
         # the log ends at after every operation handed to it.
@@ -274,6 +285,9 @@ class GroupRunner:
         waiting, self._waiting = self._waiting, {}
         for token in waiting.values():
             self._callback(self.on_rejected, token, None)
+        reads, self._reads = self._reads, {}
+        for ready in reads.values():
+            self._callback(ready, False)
 
     def _spawn(self, coro: Any, what: str, into: set[asyncio.Task[None]]) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=f"rg:{self.stream}:{what}")
@@ -307,6 +321,30 @@ class GroupRunner:
     def _flush_proposals(self) -> None:
         batch, self._proposing = self._proposing, []
         self._input(self.replica.propose_many, batch)
+
+    def read(self, ready: OnReadReady) -> None:
+        """A read barrier: ``ready(True)`` once the state may be read (answer in the call),
+        ``ready(False)`` when this replica may not answer; exactly once."""
+        if self._closed or len(self._reads) >= self.max_waiting:
+            self._callback(ready, False)
+            return
+        self._next_token += 1
+        self._reads[self._next_token] = ready
+        # The reads of one pass share one round (a read arriving once a round is in flight
+        # waits for the next: the first of a pass must not send a round of its own).
+        self._reading.append(self._next_token)
+        if len(self._reading) == 1:
+            asyncio.get_running_loop().call_soon(self._flush_reads)
+
+    def _flush_reads(self) -> None:
+        batch, self._reading = self._reading, []
+        if self._closed:
+            for token in batch:
+                ready = self._reads.pop(token, None)
+                if ready is not None:
+                    self._callback(ready, False)
+            return
+        self._input(self.replica.read_many, batch)
 
     def step_down(self, preferred: str | None = None) -> None:
         """Hand the leadership over to an in-sync replica, `preferred` if it is one (the
@@ -450,6 +488,10 @@ class GroupRunner:
                 token = self._waiting.pop(action.token, None)
                 if token is not None:
                     self._callback(self.on_rejected, token, action.leader)
+            elif isinstance(action, ReadReady | ReadRejected):
+                ready = self._reads.pop(action.token, None)
+                if ready is not None:
+                    self._callback(ready, isinstance(action, ReadReady))
             elif isinstance(action, Leadership):
                 self._callback(self.on_leadership, action.leading, action.epoch)
             elif isinstance(action, ProposeRecord):

@@ -26,6 +26,16 @@ generator, seeded from the seed, so that the faults of a seed are the same with 
 them. A transfer that completes (the target of a `TimeoutNow` leads the next epoch) is
 counted (`transfers`); the invariants are the same as for any change of leader.
 
+Reads (`reads`, on by default): every 5-60 ms a read goes to the replica leading (a deposed
+one that has not noticed yet included) most of the time, else to any server, through
+`Replica.read`; and every 1-4 s the leader is isolated from the other servers and from etcd
+for 0.5-2.5 s, so that a deposed leader keeps being sent reads. Each read is answered
+(`ReadReady`) from an application state that must hold every operation acknowledged, by any
+leader, before the read was issued (linearizable reads), or rejected. Their times and
+targets, and the isolations, come from a third generator, seeded from the seed; the network
+faults of their rounds draw from the main one, so a seed runs differently without reads
+(`reads=False` replays the runs from before reads existed).
+
 Only `random.Random(seed)` decides anything, and every walk over servers is in sorted order,
 so a seed replays exactly. The invariants (`Invariants`) are checked as each step's actions
 are carried out; a breach raises `Violation` with the seed and the step. After the fault
@@ -56,6 +66,8 @@ from headwater.server.replicated.core import (
     Leadership,
     Persist,
     ProposeRecord,
+    ReadReady,
+    ReadRejected,
     Rebase,
     Rejected,
     Replica,
@@ -157,6 +169,25 @@ class Invariants:
         self.ack_epoch: dict[int, str] = {}  # epoch -> the replica that acknowledged in it
         self.leading: dict[int, str] = {}  # epoch -> the replica that announced leading it
         self.confirmed: dict[str, int] = {}  # consumer ack of msg id -> index
+        self.reads: dict[int, tuple[str, int, int]] = {}  # read -> (server, life, index)
+        """Each read waiting: where it went and the highest index acknowledged when it was
+        issued."""
+
+    def on_read(self, server: Server, token: int) -> None:
+        """A read is issued to `server`: it must see what was acknowledged up to now."""
+        self.reads[token] = (server.name, server.life, max(self.acked, default=0))
+
+    def on_read_ready(self, server: Server, token: int) -> None:
+        """The read is answered from `server`'s application state as it is now: linearizable
+        only if it holds every operation acknowledged before the read was issued."""
+        name, life, index = self.reads.pop(token)
+        if (name, life) != (server.name, server.life):
+            self.fail(f"read {token} answered by {server.name}, sent to {name}")
+        if server.app.applied < index:
+            self.fail(
+                f"{server.name} answered read {token} at applied {server.app.applied}, missing "
+                f"{index}, acknowledged before the read was issued (a stale read)"
+            )
 
     def fail(self, message: str) -> None:
         raise Violation(self.sim.seed, self.sim.step, message)
@@ -273,12 +304,15 @@ class Simulation:
         config: Config | None = None,
         trace: bool = False,
         stepdowns: bool = True,
+        reads: bool = True,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         # Step-downs draw from their own generator: the faults of a seed stay the same.
         self.stepdown_rng = random.Random(seed * 7919 + 1)
         self.transfers = 0  # leaderships handed over by TimeoutNow (step_down)
+        self.read_rng = random.Random(seed * 104_729 + 2)  # reads: their own generator too
+        self.reads_issued = self.reads_ready = self.reads_rejected = 0
         self.timeouts_sent: set[tuple[int, str]] = set()  # (epoch, target) of TimeoutNows
         self.steps = steps
         self.n_ops = ops
@@ -313,6 +347,9 @@ class Simulation:
         self._at(self.rng.randint(50, 300), "chaos", ())
         if stepdowns:
             self._at(self.stepdown_rng.randint(200, 1500), "stepdown", ())
+        if reads:
+            self._at(self.read_rng.randint(5, 60), "read", ())
+            self._at(self.read_rng.randint(500, 3000), "isolate", ())
 
     # The event queue -------------------------------------------------------------------------
 
@@ -389,6 +426,10 @@ class Simulation:
         s.queue = []
         s.replica = None
         s.life += 1
+        # Its reads waiting die with it (their clients time out).
+        for token, (name, _, _) in list(self.inv.reads.items()):
+            if name == s.name:
+                del self.inv.reads[token]
         if self.trace:
             print(f"        crash {s.name}, disk holds {len(s.durable)}")
         self.inv.check_durable()
@@ -559,6 +600,12 @@ class Simulation:
                     self._client_done(op)
             elif isinstance(action, Rejected):
                 self._client_rejected(action.token, action.leader)
+            elif isinstance(action, ReadReady):
+                self.inv.on_read_ready(s, action.token)
+                self.reads_ready += 1
+            elif isinstance(action, ReadRejected):
+                self.inv.reads.pop(action.token)
+                self.reads_rejected += 1
             elif isinstance(action, Leadership):
                 # The client finds the leader by its rejections' hints; the announcement is
                 # checked: one epoch, one leader.
@@ -663,6 +710,42 @@ class Simulation:
             self._do(s, s.replica.step_down(preferred))
         self._at(self.now + rng.randint(200, 1500), "stepdown", ())
 
+    def _ev_read(self) -> None:
+        """A read, to the replica leading most of the time (a deposed one included)."""
+        rng = self.read_rng
+        up = [s for s in self.servers if s.replica is not None]
+        leaders = [s for s in up if s.replica is not None and s.replica.is_leader]
+        targets = leaders if leaders and rng.random() < 0.8 else up
+        if targets:
+            s = rng.choice(targets)
+            assert s.replica is not None
+            self.reads_issued += 1
+            token = self.reads_issued
+            self.inv.on_read(s, token)
+            self._do(s, s.replica.read(token))
+        self._at(self.now + rng.randint(5, 60), "read", ())
+
+    def _ev_isolate(self) -> None:
+        """The stale read's fault: the leader is cut off from the other servers and from etcd
+        for a while (a network namespace isolated), so it learns late that another leads, and
+        the reads it is sent meanwhile must not be answered from its state."""
+        rng = self.read_rng
+        if self.healing:
+            return
+        leaders = [s for s in self.servers if s.replica is not None and s.replica.is_leader]
+        if leaders:
+            s = rng.choice(leaders)
+            self.group[s.name] = 2  # a group of its own, until the chaos or this event heals it
+            s.etcd_ok = False
+            back = self.now + rng.randint(500, 2500)
+            self._at(back, "etcd_back", (s.name,))
+            self._at(back, "rejoin", (s.name,))
+        self._at(self.now + rng.randint(1000, 4000), "isolate", ())
+
+    def _ev_rejoin(self, name: str) -> None:
+        if self.group[name] == 2:
+            self.group[name] = 0
+
     def _ev_restart(self, name: str, life: int) -> None:
         s = self.by_name[name]
         if s.life == life and s.replica is None:
@@ -723,7 +806,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", action="store_true", help="print every event and action")
     args = parser.parse_args(argv)
     seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
-    failures = installs = with_installs = transfers = 0
+    failures = installs = with_installs = transfers = reads = 0
     started = time.monotonic()
     for seed in seeds:
         try:
@@ -735,12 +818,13 @@ def main(argv: list[str] | None = None) -> int:
         installs += sim.installs
         with_installs += sim.installs > 0
         transfers += sim.transfers
+        reads += sim.reads_ready
     elapsed = time.monotonic() - started
     count = len(seeds)
     print(
         f"{count} seeds, {failures} failed, {count / max(elapsed, 1e-9):.1f} seeds/s; "
         f"{installs} snapshot installs (catch-up from a snapshot) in {with_installs} seeds; "
-        f"{transfers} leaderships handed over by step-down"
+        f"{transfers} leaderships handed over by step-down; {reads} linearizable reads"
     )
     return 1 if failures else 0
 

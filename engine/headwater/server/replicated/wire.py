@@ -3,7 +3,9 @@ the way in.
 
 A message is a msgpack array whose first element names its kind (1 = Append, 2 = AppendReply,
 3 = TimeoutNow) and whose others are the fields in declaration order (msgspec's array-like,
-tagged structs: no field names on the wire). An entry is `[index, epoch, op]`.
+tagged structs: no field names on the wire). An entry is `[index, epoch, op]`. The last field
+of Append and AppendReply, the read round (the core's rule 9), may be left out (0): a message
+of a server from before read rounds still decodes.
 
 `decode` refuses with `WireError` anything that is not such a message: bytes that are not
 msgpack, an unknown kind, a missing or mistyped field, a negative number, an empty name, and
@@ -44,6 +46,7 @@ class _Append(msgspec.Struct, array_like=True, frozen=True, forbid_unknown_field
     prev_epoch: Count
     entries: list[_Entry]
     commit: Count
+    read: Count = 0
 
 
 class _Reply(msgspec.Struct, array_like=True, frozen=True, forbid_unknown_fields=True, tag=2):
@@ -52,6 +55,7 @@ class _Reply(msgspec.Struct, array_like=True, frozen=True, forbid_unknown_fields
     ok: bool
     durable: Count
     hint: Count
+    read: Count = 0
 
 
 class _TimeoutNow(msgspec.Struct, array_like=True, frozen=True, forbid_unknown_fields=True, tag=3):
@@ -67,10 +71,10 @@ def encode(msg: Message) -> bytes:
     if isinstance(msg, Append):
         entries = [_Entry(e.index, e.epoch, e.op) for e in msg.entries]
         wire: _Append | _Reply | _TimeoutNow = _Append(
-            msg.epoch, msg.leader, msg.prev_index, msg.prev_epoch, entries, msg.commit
+            msg.epoch, msg.leader, msg.prev_index, msg.prev_epoch, entries, msg.commit, msg.read
         )
     elif isinstance(msg, AppendReply):
-        wire = _Reply(msg.epoch, msg.sender, msg.ok, msg.durable, msg.hint)
+        wire = _Reply(msg.epoch, msg.sender, msg.ok, msg.durable, msg.hint, msg.read)
     elif isinstance(msg, TimeoutNow):
         wire = _TimeoutNow(msg.epoch, msg.leader)
     else:
@@ -86,12 +90,14 @@ def decode(data: bytes) -> Message:
         # ValueError: msgspec lets UnicodeDecodeError out for a string that is not UTF-8.
         raise WireError(f"malformed replication message: {exc}") from None
     if isinstance(wire, _Reply):
-        return AppendReply(wire.epoch, wire.sender, wire.ok, wire.durable, wire.hint)
+        return AppendReply(wire.epoch, wire.sender, wire.ok, wire.durable, wire.hint, wire.read)
     if isinstance(wire, _TimeoutNow):
         return TimeoutNow(wire.epoch, wire.leader)
     _check_append(wire)
     entries = tuple(Entry(e.index, e.epoch, e.op) for e in wire.entries)
-    return Append(wire.epoch, wire.leader, wire.prev_index, wire.prev_epoch, entries, wire.commit)
+    return Append(
+        wire.epoch, wire.leader, wire.prev_index, wire.prev_epoch, entries, wire.commit, wire.read
+    )
 
 
 def _check_append(m: _Append) -> None:
