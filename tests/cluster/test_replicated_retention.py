@@ -17,6 +17,8 @@ from cluster.helpers import KINDS, crash, js_api, wait_until
 from cluster.test_replicated_consumers import consumer_info, fetch_seqs
 from cluster.test_replicated_streams import create, info, publish, r3
 from nats.aio.client import Client as NATS
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from headwater.testing import Cluster
@@ -29,7 +31,10 @@ async def messages_everywhere(clients: list[NATS], stream: str, count: int) -> N
     seen: list[int] = []
 
     async def check() -> Any:
-        seen[:] = [(await info(nc, stream))["state"]["messages"] for nc in clients]
+        try:
+            seen[:] = [(await info(nc, stream))["state"]["messages"] for nc in clients]
+        except (NatsTimeoutError, NoRespondersError, KeyError):
+            return False  # no leader answering yet (after a failover)
         return seen == [count] * len(clients)
 
     try:

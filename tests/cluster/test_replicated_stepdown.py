@@ -224,6 +224,11 @@ async def test_leader_advisories(js_cluster: Cluster, js_clients: list[NATS]) ->
     # The leader loses both other servers: it cannot commit, and says so.
     leader = js_cluster.names.index(again["leader"])
     if leader != 0:  # the advisories come through server 0's client: keep it up
+        # Asked once server 0 knows the new leader (before, it may send it to the old one,
+        # which answers 10008, as a client sees during any change of leader).
+        await wait_until(
+            lambda: _leader_is(js_clients[0], "ADV", again["leader"]), 10, "the new leader known"
+        )
         assert await stepdown(js_clients[0], "ADV", {"placement": {"preferred": "s1"}}) == success()
         await _next(box, "LEADER_ELECTED", 10)
         leader = 0

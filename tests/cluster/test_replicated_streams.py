@@ -249,8 +249,14 @@ async def test_a_server_back_after_the_leader_compacted_gets_every_message(
     assert "installed" in log and "snapshot at" in log, log[-2000:]
     reply = await info(js_clients[up], "BIG")
     assert reply["state"]["messages"] == count, reply
-    (replica,) = [r for r in reply["cluster"]["replicas"] if r["name"] == js_cluster.names[down]]
-    assert replica["current"] is True, reply["cluster"]
+
+    async def current_again() -> bool:
+        # The leader puts it back in sync once it matched the log (the next replies).
+        cluster = (await info(js_clients[up], "BIG"))["cluster"]
+        mine = [r for r in cluster["replicas"] if r["name"] == js_cluster.names[down]]
+        return bool(mine) and mine[0]["current"] is True
+
+    await wait_until(current_again, 10, "the restarted replica current again")
 
 
 @ON_BOTH
