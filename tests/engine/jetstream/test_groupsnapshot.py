@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+import orjson
 import pytest
 
 from headwater.archive import ArchiveWriter
@@ -25,6 +26,7 @@ from headwater.server.jetstream.groupops import DeleteMsg, Expire, Publish, Purg
 from headwater.server.jetstream.groupsnapshot import SnapshotError, SnapshotOverrun
 from headwater.server.jetstream.snapshot import archived_stream
 from headwater.server.jetstream.stream import Stream
+from headwater.server.jetstream.streamconfig import config_to_json
 from headwater.server.node import Server
 from headwater.server.services import attach_services
 
@@ -374,3 +376,21 @@ async def test_throughput_of_100k_small_messages(tmp_path: Path, storage: str) -
     finally:
         await srv_a.shutdown()
         await srv_b.shutdown()
+
+
+async def test_a_snapshot_carries_a_config_updated_before_its_index(
+    pair: tuple[Stream, Stream, Path],
+) -> None:
+    """A replica that missed a STREAM.UPDATE (here: max_msgs_per_subject raised from 3 to 5,
+    so A holds 5 messages of one subject) takes the config with the snapshot: installed under
+    its old config, 2 of them would go and the install would fail its count."""
+    a, b, tmp = pair
+    raw = config_to_json(a.config, dynamic_metadata=False) | {"max_msgs_per_subject": 5}
+    groupops.apply(a, groupops.UpdateConfig(orjson.dumps(raw)))
+    _apply(a, [Publish("s.five", b"", f"m{i}".encode(), BASE + i) for i in range(5)])
+    assert a.state().msgs == 5
+    path = await _write(groupsnapshot.produce(a, 6, 1), tmp / "snap")
+    installed = await _install(b, path, tmp)
+    await installed.swap_into(b).aclose()
+    assert b.config.max_msgs_per_subject == 5
+    assert _snapshot_of(b) == _snapshot_of(a)

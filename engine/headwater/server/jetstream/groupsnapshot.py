@@ -75,6 +75,7 @@ from . import publish
 from .restore import next_batch
 from .snapshot import archived_stream
 from .stream import store_limits
+from .streamconfig import config_from_json
 
 if TYPE_CHECKING:
     from .stream import Stream
@@ -335,10 +336,14 @@ class Installed:
     """A snapshot read into a new store, not yet the replica's: :meth:`swap_into` makes it so,
     :meth:`discard` drops it (the owner no longer wants it)."""
 
-    def __init__(self, store: StreamStore, header: ArchivedStream, state: ReplicaState) -> None:
+    def __init__(
+        self, store: StreamStore, header: ArchivedStream, state: ReplicaState, config: StreamConfig
+    ) -> None:
         self.store = store
         self.header = header
         self.state = state
+        self.config = config
+        """The stream's config as of the snapshot's index."""
 
     @property
     def index(self) -> int:
@@ -350,11 +355,15 @@ class Installed:
 
     def swap_into(self, stream: Stream) -> StreamStore:
         """Make this the replica's state, in one synchronous step: its store, the duplicate
-        window, ``lseq``/``lmsgid`` and the markers (:meth:`Stream.replace_state`). Returns
+        window, ``lseq``/``lmsgid`` and the markers (:meth:`Stream.replace_state`), and its
+        config when the snapshot's differs (:meth:`Stream.reconfigure`). Returns
         the old store, which the owner closes (``aclose``) or deletes (``adelete``)
         afterwards."""
         st = self.state
-        return stream.replace_state(self.store, st.dedupe, st.lseq, st.lmsgid, st.markers)
+        old = stream.replace_state(self.store, st.dedupe, st.lseq, st.lmsgid, st.markers)
+        if self.config != stream.config:
+            stream.reconfigure(self.config)
+        return old
 
     async def discard(self) -> None:
         await self.store.adelete()
@@ -378,8 +387,11 @@ async def install(
     ``replica``: a file store is opened in replica mode (a file replica's: its owner takes a
     checkpoint of it once swapped in, :mod:`.groupcheckpoint`).
 
+    The stream's config is the snapshot's (a replica that missed a STREAM.UPDATE takes it
+    with the state: :meth:`Installed.swap_into`).
+
     Raises :class:`SnapshotError` on any fault, after deleting the new store."""
-    cfg = stream.config
+    cfg = await asyncio.to_thread(_snapshot_config, Path(path), stream.config)
     if cfg.storage == "file" and directory is None:
         raise ValueError("a file stream's snapshot needs a directory for its new store")
     config = StoreConfig(
@@ -395,7 +407,7 @@ async def install(
     file_replica = replica and cfg.storage == "file"
     store: StreamStore = FileStore(config, replica=True) if file_replica else open_store(config)
     try:
-        header, state = await _load(stream, store, Path(path))
+        header, state = await _load(stream, store, Path(path), cfg)
         if index is not None and (state.index, state.epoch) != (index, epoch):
             raise SnapshotError(
                 f"snapshot is of entry {state.index} (epoch {state.epoch}), "
@@ -410,13 +422,26 @@ async def install(
         if isinstance(exc, StoreError):
             raise SnapshotError(f"stream {cfg.name!r}: store failed: {exc}") from None
         raise
-    return Installed(store, header, state)
+    return Installed(store, header, state, cfg)
+
+
+def _snapshot_config(path: Path, current: StreamConfig) -> StreamConfig:
+    """The config in the snapshot's STREAM record (its first); ``current`` when the file
+    cannot say (:func:`_load` then refuses it)."""
+    try:
+        with open(path, "rb") as fh:
+            for record in ArchiveReader(fh):
+                if type(record) is ArchivedStream and record.name == current.name:
+                    return config_from_json(record.config)
+                break
+    except (ArchiveError, OSError, ValueError, TypeError, KeyError):
+        return current
+    return current
 
 
 async def _load(
-    stream: Stream, store: StreamStore, path: Path
+    stream: Stream, store: StreamStore, path: Path, cfg: StreamConfig
 ) -> tuple[ArchivedStream, ReplicaState]:
-    cfg = stream.config
     header: ArchivedStream | None = None
     state: ReplicaState | None = None
     budget = PassBudget()
