@@ -8,7 +8,8 @@ A change of ``replicas`` (or of any other field) is planned as an update in plac
 servers make one of another field; Headwater does not change ``replicas`` yet (10052,
 docs/DIFFERENCES.md "JetStream in a cluster"), and there the apply must fail with that text
 and leave the stream as it was; nats-server's answer is asserted alongside. An R3 file stream
-is created by both, directly or by replacing a memory one.
+is created by both, directly or by replacing a memory one. A replace whose create Headwater
+refuses (an R3 mirror) puts the stream back as it was.
 
 One cluster of each kind serves the module (its start is the slow part); each test empties it.
 """
@@ -280,3 +281,44 @@ def test_a_replace_from_memory_to_file_storage(cluster: Cluster, tmp_path: Path)
     assert applied.exit_code == exitcodes.OK, applied.output
     config = info(server, "ORDERS")["config"]
     assert (config["storage"], config["num_replicas"]) == ("file", 3)
+
+
+ORIGIN_DOC = """
+---
+apiVersion: headwater.io/v1
+kind: Stream
+metadata: {name: origin}
+spec: {name: ORIGIN, subjects: ["origin.>"], storage: memory}
+"""
+MIRROR_DOC = """
+apiVersion: headwater.io/v1
+kind: Stream
+metadata: {name: orders}
+spec: {name: ORDERS, storage: memory, replicas: 3, mirror: {name: ORIGIN}}
+"""
+
+
+def test_a_refused_replace_puts_the_stream_back(cluster: Cluster, tmp_path: Path) -> None:
+    """An R3 stream becoming an R3 mirror is a replace (delete, then create). nats-server
+    makes the mirror; Headwater refuses the create (10052: no replicated mirrors yet), and
+    the apply must not leave the stream deleted: it is created again as it was (empty: a
+    replace loses the messages anyway), and the apply fails naming the server's reason."""
+    server = cluster.servers[0]
+    before = write(tmp_path, stream_doc(3) + ORIGIN_DOC)
+    assert cli(server, "apply", "-f", before, "--yes").exit_code == exitcodes.OK
+    docs = write(tmp_path, MIRROR_DOC + ORIGIN_DOC, "mirror.yaml")
+    applied = cli(server, "apply", "-f", docs, "--yes", "--allow-replace", "--json")
+    results = {r["name"]: r for r in json.loads(applied.stdout)["apply"]["results"]}
+    result = next(r for name, r in results.items() if "ORDERS" in name or "orders" in name)
+    assert result["action"] == "replace", result
+    config = info(server, "ORDERS")["config"]
+    if cluster.kinds[0] == "nats":
+        assert applied.exit_code == exitcodes.OK, applied.output
+        assert config["mirror"]["name"] == "ORIGIN" and config["num_replicas"] == 3
+        return
+    assert applied.exit_code == exitcodes.ERROR, applied.output
+    assert result["status"] == "failed", result
+    assert "replicated mirrors and sourcing streams are not supported yet" in result["message"]
+    assert "created again with its previous config" in result["message"], result
+    assert "mirror" not in config and config["subjects"] == ["orders.>"], config
+    assert cli(server, "plan", "-f", before).exit_code == exitcodes.OK
