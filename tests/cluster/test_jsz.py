@@ -20,7 +20,7 @@ import pytest
 from cluster.helpers import KINDS, js_api
 from nats.aio.client import Client as NATS
 
-from headwater.server.jetstream.clustered import peer_id
+from headwater.server.jetstream.peers import peer_id
 from headwater.testing import Cluster
 
 pytestmark = pytest.mark.timeout(60)

@@ -276,3 +276,63 @@ async def test_lame_duck_moves_leadership_before_the_server_exits(
     for i in range(5):
         ack = await publish(js_clients[others[i % 2]], "ldm.b", f"b{i}".encode())
         assert ack["seq"] == 6 + i, ack
+
+
+CONSUMER_STEPDOWN_TYPE = "io.nats.jetstream.api.v1.consumer_leader_stepdown_response"
+
+
+async def consumer_stepdown(nc: NATS, stream: str, consumer: str) -> Any:
+    subject = f"$JS.API.CONSUMER.LEADER.STEPDOWN.{stream}.{consumer}"
+    msg = await nc.request(subject, b"", timeout=15)
+    return json.loads(msg.data)
+
+
+async def _consumer_leader(nc: NATS, stream: str, consumer: str) -> str | None:
+    try:
+        reply = await js_api(nc, f"$JS.API.CONSUMER.INFO.{stream}.{consumer}", timeout=5)
+    except NatsTimeoutError:
+        return None
+    return reply.get("cluster", {}).get("leader")
+
+
+@ON_BOTH
+async def test_consumer_stepdown_moves_its_leader(
+    js_cluster: Cluster, js_clients: list[NATS]
+) -> None:
+    """CONSUMER.LEADER.STEPDOWN: the consumer's leader moves (on Headwater with its stream's:
+    docs/DIFFERENCES.md) and the consumer goes on from its state; an unknown stream or
+    consumer is named as nats-server names it."""
+    await create(js_clients[0], r3("CSD", ["csd.>"]))
+    for i in range(4):
+        await publish(js_clients[0], "csd.a", f"c{i}".encode())
+    made = await js_api(
+        js_clients[0],
+        "$JS.API.CONSUMER.CREATE.CSD.W",
+        {"stream_name": "CSD", "config": {"durable_name": "W", "ack_policy": "explicit"}},
+        timeout=10,
+    )
+    assert "error" not in made, made
+    old = made["cluster"]["leader"]
+    nc = js_clients[1]
+    assert await consumer_stepdown(nc, "CSD", "W") == {
+        "type": CONSUMER_STEPDOWN_TYPE,
+        "success": True,
+    }
+
+    async def moved() -> bool:
+        leader = await _consumer_leader(nc, "CSD", "W")
+        return leader is not None and leader != old
+
+    await wait_until(moved, 15, "a new consumer leader")
+    reply = await js_api(nc, "$JS.API.CONSUMER.INFO.CSD.W", timeout=5)
+    assert reply["num_pending"] == 4, reply
+    assert (await consumer_stepdown(nc, "CSD", "NOPE"))["error"] == {
+        "code": 404,
+        "err_code": 10014,
+        "description": "consumer not found",
+    }
+    assert (await consumer_stepdown(nc, "NOPE", "W"))["error"] == {
+        "code": 404,
+        "err_code": 10059,
+        "description": "stream not found",
+    }

@@ -21,6 +21,7 @@ from headwater.server.jetstream.consumerconfig_validate import (
     validate_consumer,
 )
 from headwater.server.jetstream.layout import parse_time
+from headwater.server.jetstream.streamapi import step_down
 from headwater.server.jetstream.wire import is_empty_request, rfc3339
 
 from . import config as ccfg
@@ -218,6 +219,17 @@ class ConsumerApi:
             "limit": LIST_LIMIT,
             "consumers": page,
         }
+
+    async def consumer_leader_stepdown(self, req: Request) -> dict[str, Any]:
+        """CONSUMER.LEADER.STEPDOWN: a replicated stream's consumers lead with the stream
+        (:mod:`headwater.server.jetstream.groupconsumers`), so the stream's leadership moves,
+        and the consumer's with it (docs/DIFFERENCES.md); a consumer of an R1 stream has
+        nothing to hand over and, as on nats-server, succeeds."""
+        if self.service.clustered is None:
+            raise errors.CLUSTER_REQUIRED.exc()
+        stream = self._stream(req.tokens[3])
+        self._consumer(stream, req.tokens[4])
+        return step_down(self.service, stream, req.body)
 
     async def consumer_pause(self, req: Request) -> dict[str, Any]:
         stream = self._stream(req.tokens[2])

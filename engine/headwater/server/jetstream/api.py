@@ -115,7 +115,9 @@ CONSUMER_ROUTES: tuple[Route, ...] = (
     ),
     Route(("CONSUMER", "PAUSE", "*", "*"), "consumer_pause", "consumer_pause"),
     Route(
-        ("CONSUMER", "LEADER", "STEPDOWN", "*", "*"), "cluster_required", "consumer_leader_stepdown"
+        ("CONSUMER", "LEADER", "STEPDOWN", "*", "*"),
+        "consumer_leader_stepdown",
+        "consumer_leader_stepdown",
     ),
 )
 

@@ -31,11 +31,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import itertools
 import logging
 import socket
-import string
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -60,6 +58,7 @@ from headwater.server.subscription import Subscription
 
 from . import errors
 from .api import GATHERED, Request, Route
+from .peers import peer_id
 from .replicas import Replicas
 from .streamconfig import StreamConfig, config_from_json, config_to_json
 from .wire import ZERO_TIME, dumps
@@ -733,16 +732,6 @@ class ClusteredJetStream:
         if isinstance(answer, dict) and "error" not in answer:
             gathering.answers[name] = answer
         gathering.check()
-
-
-_PEER_DIGITS = string.digits + string.ascii_uppercase + string.ascii_lowercase
-
-
-def peer_id(server_name: str) -> str:
-    """nats-server's 8-character peer id of a server name: the first bytes of its sha-256,
-    each taken modulo 62 into ``0-9A-Za-z`` (the same name gets the same id on both)."""
-    digest = hashlib.sha256(server_name.encode()).digest()
-    return "".join(_PEER_DIGITS[byte % len(_PEER_DIGITS)] for byte in digest[:8])
 
 
 def _placement(

@@ -28,7 +28,8 @@ from . import errors, layout
 from .accountinfo import ApiStats, Resources, account_info
 from .advisories import API_LIMIT_ADVISORY, api_limit_reached_body, publish_stream_action
 from .api import CONSUMER_ROUTES, ROUTES, ApiRouter
-from .clustered import ClusteredJetStream, peer_id
+from .clustered import ClusteredJetStream
+from .peers import peer_id
 from .registry import Claim, NameTaken, StreamRegistry
 from .replication import ReplicationManager, replication_info
 from .snapshot import SNAPSHOT_ROUTES, SnapshotApi

@@ -104,6 +104,33 @@ def _check_known_fields(body: bytes) -> None:
                 raise errors.INVALID_JSON.exc(err=f'json: unknown field "{field_name}"')
 
 
+def step_down(service: JetStreamService, stream: Stream, body: bytes) -> dict[str, Any]:
+    """Hand ``stream``'s leadership (here, where it leads) to an in-sync replica, the one the
+    request's ``placement`` names or allows: STREAM.LEADER.STEPDOWN, and CONSUMER.LEADER.
+    STEPDOWN for its consumers, which lead with it. An R1 stream has nothing to hand over
+    and, as on nats-server, succeeds. Answered once the transfer is under way, as
+    nats-server answers once its Raft node stepped down."""
+    clustered = service.clustered
+    assert clustered is not None
+    placement: dict[str, Any] | None = None
+    if not is_empty_request(body):
+        decoded = decode_request(body, _STEPDOWN_REQUEST, "server.JSApiLeaderStepdownRequest")
+        _check_known_fields(body)
+        placement = decoded.get("placement")
+    group = stream.group
+    if group is None:
+        return {"success": True}
+    runner = group.runner
+    record = runner.record
+    if not runner.is_leader or record is None:
+        raise errors.CLUSTER_NOT_AVAIL.exc()  # sent here, but this replica lost the lead
+    if not runner.replica.quorum_heard(LOST_QUORUM_MS):
+        raise errors.CLUSTER_NOT_AVAIL.exc()  # no replica to hand it to is reachable
+    preferred = _stepdown_target(placement, record.peers, runner.name, clustered)
+    group.step_down(preferred)
+    return {"success": True}
+
+
 def _stepdown_target(
     placement: dict[str, Any] | None,
     peers: tuple[str, ...],
@@ -180,34 +207,11 @@ class StreamApi:
         raise errors.CLUSTER_REQUIRED.exc()
 
     async def stream_leader_stepdown(self, req: Request) -> dict[str, Any]:
-        """STREAM.LEADER.STEPDOWN: here on the server leading the stream (the cluster sends
-        it on to it). A replicated stream's leader hands its leadership to an in-sync replica
-        (the one ``placement`` names or allows); an R1 stream has nothing to hand over and,
-        as on nats-server, succeeds. Answered once the transfer is under way, as nats-server
-        answers once its Raft node stepped down."""
-        clustered = self.service.clustered
-        if clustered is None:
+        """STREAM.LEADER.STEPDOWN, here on the server leading the stream (the cluster sends
+        it on to it): :func:`step_down`."""
+        if self.service.clustered is None:
             raise errors.CLUSTER_REQUIRED.exc()
-        stream = self._lookup(_stream_name(req))
-        placement: dict[str, Any] | None = None
-        if not is_empty_request(req.body):
-            decoded = decode_request(
-                req.body, _STEPDOWN_REQUEST, "server.JSApiLeaderStepdownRequest"
-            )
-            _check_known_fields(req.body)
-            placement = decoded.get("placement")
-        group = stream.group
-        if group is None:
-            return {"success": True}
-        runner = group.runner
-        record = runner.record
-        if not runner.is_leader or record is None:
-            raise errors.CLUSTER_NOT_AVAIL.exc()  # sent here, but this replica lost the lead
-        if not runner.replica.quorum_heard(LOST_QUORUM_MS):
-            raise errors.CLUSTER_NOT_AVAIL.exc()  # no replica to hand it to is reachable
-        preferred = _stepdown_target(placement, record.peers, runner.name, clustered)
-        group.step_down(preferred)
-        return {"success": True}
+        return step_down(self.service, self._lookup(_stream_name(req)), req.body)
 
     # --- stream lifecycle ----------------------------------------------------------------
 

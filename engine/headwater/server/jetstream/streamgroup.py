@@ -102,6 +102,7 @@ from headwater.server.store.file.fileio import FileIO
 
 from . import advisories, errors, groupcheckpoint, groupops, groupsnapshot, publish
 from .groupconsumers import GroupConsumers
+from .peers import peer_id
 from .stream import Stream
 from .streamconfig import StreamConfig, config_from_json, config_to_json
 from .wire import rfc3339
@@ -720,8 +721,6 @@ class StreamGroup:
 
     def _advise(self, kind: str) -> None:
         """``$JS.EVENT.ADVISORY.STREAM.<kind>.<stream>`` with every replica's PeerInfo."""
-        from .clustered import peer_id  # clustered imports this module
-
         stream, runner = self.stream, self.runner
         record = runner.record
         if record is None:
