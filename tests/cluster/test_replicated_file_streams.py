@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import time
 from typing import Any
 
 import pytest
 from cluster.helpers import KINDS, connect, crash, js_api, wait_jetstream, wait_until
+from cluster.test_replicated_streams import create, publish, r3
 from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
@@ -33,27 +33,7 @@ HEADWATER = pytest.mark.parametrize("js_cluster", ["headwater"], indirect=True)
 
 
 def r3_file(name: str, subjects: list[str], **extra: Any) -> dict[str, Any]:
-    return {"name": name, "subjects": subjects, "storage": "file", "num_replicas": 3, **extra}
-
-
-async def create(nc: NATS, config: dict[str, Any]) -> dict[str, Any]:
-    reply = await js_api(nc, f"$JS.API.STREAM.CREATE.{config['name']}", config, timeout=10)
-    assert "error" not in reply, reply
-    return reply
-
-
-async def publish(nc: NATS, subject: str, data: bytes, timeout: float = 20) -> dict[str, Any]:
-    """Publish with ``data`` as its message id until answered (bounded): while the stream
-    has no leader a publish gets no answer, and the publisher sends it again."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            msg = await nc.request(subject, data, timeout=1, headers={"Nats-Msg-Id": data.decode()})
-            return dict(json.loads(msg.data))
-        except (NatsTimeoutError, NoRespondersError):
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.1)
+    return r3(name, subjects, storage="file", **extra)
 
 
 async def api(nc: NATS, subject: str, body: Any = None, timeout: float = 20) -> dict[str, Any]:

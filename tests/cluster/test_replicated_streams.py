@@ -40,7 +40,7 @@ async def create(nc: NATS, config: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
-async def publish(nc: NATS, subject: str, data: bytes, timeout: float = 10) -> dict[str, Any]:
+async def publish(nc: NATS, subject: str, data: bytes, timeout: float = 20) -> dict[str, Any]:
     """Publish until acknowledged (bounded): while a stream has no leader a publish gets no
     answer (or no responders), and the publisher sends it again, on either server."""
     deadline = time.monotonic() + timeout

@@ -1,16 +1,24 @@
-"""Fixtures for the JetStream tests: a real nats-server to compare against."""
+"""Fixtures for the JetStream tests: a real nats-server to compare against, and our own
+server started in-process (:func:`in_process`)."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import nats
 import pytest
+
+from headwater.server.config.settings import JetStreamSettings, Settings
+from headwater.server.node import Server
+from headwater.server.services import attach_services
 
 _LISTENING = re.compile(rb"Listening for client connections on 127\.0\.0\.1:(\d+)")
 _START_TIMEOUT = 10.0
@@ -71,3 +79,28 @@ def _wait_for_port(log: Path, proc: subprocess.Popen[bytes]) -> int:
 def _version(text: bytes) -> str:
     found = re.search(rb"Version:\s+(\S+)", text)
     return found.group(1).decode() if found else "unknown"
+
+
+@contextlib.asynccontextmanager
+async def in_process(store_dir: Path, *streams: dict[str, Any]) -> AsyncIterator[Server]:
+    """A Headwater server with JetStream storing in ``store_dir``, started in this process on
+    an ephemeral port, with ``streams`` added (nats-py's ``add_stream`` keywords); shut down
+    when the block ends."""
+    settings = Settings(
+        host="127.0.0.1",
+        port=-1,
+        jetstream=JetStreamSettings(enabled=True, store_dir=str(store_dir)),
+    )
+    srv = Server(settings)
+    attach_services(srv)
+    await srv.start()
+    try:
+        nc = await nats.connect(f"nats://127.0.0.1:{srv.port}", allow_reconnect=False)
+        try:
+            for stream in streams:
+                await nc.jetstream().add_stream(**stream)
+        finally:
+            await nc.close()
+        yield srv
+    finally:
+        await srv.shutdown()

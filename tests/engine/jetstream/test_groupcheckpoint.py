@@ -20,17 +20,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import nats
 import pytest
+from engine.jetstream.conftest import in_process
 from engine.store.conftest import PowerCutIO
 
-from headwater.server.config.settings import JetStreamSettings, Settings
 from headwater.server.connections.internal import InternalClient
 from headwater.server.jetstream import groupcheckpoint, groupops
 from headwater.server.jetstream.groupops import DeleteMsg, Publish, Purge
 from headwater.server.jetstream.stream import Stream, store_limits
 from headwater.server.node import Server
-from headwater.server.services import attach_services
 from headwater.server.store import StoreConfig, SyncPolicy
 
 SECOND = 10**9
@@ -39,29 +37,15 @@ BASE = time.time_ns() + 86_400 * SECOND
 
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[Server]:
-    settings = Settings(
-        host="127.0.0.1",
-        port=-1,
-        jetstream=JetStreamSettings(enabled=True, store_dir=str(tmp_path / "js")),
-    )
-    srv = Server(settings)
-    attach_services(srv)
-    await srv.start()
-    nc = await nats.connect(f"nats://127.0.0.1:{srv.port}", allow_reconnect=False)
-    try:
-        await nc.jetstream().add_stream(
-            name="R",
-            subjects=["r.>"],
-            storage="memory",
-            duplicate_window=60,
-            max_msgs_per_subject=4,
-        )
-    finally:
-        await nc.close()
-    try:
+    stream = {
+        "name": "R",
+        "subjects": ["r.>"],
+        "storage": "memory",
+        "duplicate_window": 60,
+        "max_msgs_per_subject": 4,
+    }
+    async with in_process(tmp_path / "js", stream) as srv:
         yield srv
-    finally:
-        await srv.shutdown()
 
 
 def _id(msg_id: str) -> bytes:

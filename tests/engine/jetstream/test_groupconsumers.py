@@ -13,38 +13,24 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import msgspec
-import nats
 import orjson
 import pytest
+from engine.jetstream.conftest import in_process
 
-from headwater.server.config.settings import JetStreamSettings, Settings
 from headwater.server.jetstream import groupops
 from headwater.server.jetstream.groupconsumers import GroupConsumers
 from headwater.server.jetstream.groupops import ConsumerAdd, ConsumerDelete, ConsumerState
 from headwater.server.jetstream.stream import Stream
-from headwater.server.node import Server
-from headwater.server.services import attach_services
 
 
 @pytest.fixture
 async def replicas(tmp_path: Path) -> AsyncIterator[tuple[Stream, Stream]]:
-    settings = Settings(
-        host="127.0.0.1",
-        port=-1,
-        jetstream=JetStreamSettings(enabled=True, store_dir=str(tmp_path / "js")),
-    )
-    srv = Server(settings)
-    attach_services(srv)
-    await srv.start()
-    nc = await nats.connect(f"nats://127.0.0.1:{srv.port}", allow_reconnect=False)
-    try:
-        js = nc.jetstream()
-        for name in ("A", "B"):
-            await js.add_stream(name=name, subjects=[f"{name.lower()}.>"], storage="memory")
+    streams = [
+        {"name": name, "subjects": [f"{name.lower()}.>"], "storage": "memory"}
+        for name in ("A", "B")
+    ]
+    async with in_process(tmp_path / "js", *streams) as srv:
         yield srv.jetstream.streams["A"], srv.jetstream.streams["B"]
-    finally:
-        await nc.close()
-        await srv.shutdown()
 
 
 def _config(**fields: object) -> bytes:

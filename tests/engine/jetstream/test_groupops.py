@@ -11,18 +11,14 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import nats
 import orjson
 import pytest
-from nats.aio.client import Client
+from engine.jetstream.conftest import in_process
 
-from headwater.server.config.settings import JetStreamSettings, Settings
 from headwater.server.jetstream import errors, groupops, publish
 from headwater.server.jetstream.groupops import DeleteMsg, Expire, Publish, Purge, UpdateConfig
 from headwater.server.jetstream.stream import Stream
 from headwater.server.jetstream.streamconfig import config_to_json
-from headwater.server.node import Server
-from headwater.server.services import attach_services
 from headwater.server.store import StoreError
 
 SECOND = 10**9
@@ -30,30 +26,19 @@ SECOND = 10**9
 
 @pytest.fixture
 async def replicas(tmp_path: Path) -> AsyncIterator[tuple[Stream, Stream]]:
-    settings = Settings(
-        host="127.0.0.1",
-        port=-1,
-        jetstream=JetStreamSettings(enabled=True, store_dir=str(tmp_path / "js")),
-    )
-    srv = Server(settings)
-    attach_services(srv)
-    await srv.start()
-    nc: Client = await nats.connect(f"nats://127.0.0.1:{srv.port}", allow_reconnect=False)
-    try:
-        js = nc.jetstream()
-        for name in ("A", "B"):
-            await js.add_stream(
-                name=name,
-                subjects=[f"{name.lower()}.>"],
-                duplicate_window=60,
-                allow_msg_ttl=True,
-                allow_rollup_hdrs=True,
-                max_msgs_per_subject=3,
-            )
+    streams = [
+        {
+            "name": name,
+            "subjects": [f"{name.lower()}.>"],
+            "duplicate_window": 60,
+            "allow_msg_ttl": True,
+            "allow_rollup_hdrs": True,
+            "max_msgs_per_subject": 3,
+        }
+        for name in ("A", "B")
+    ]
+    async with in_process(tmp_path / "js", *streams) as srv:
         yield srv.jetstream.streams["A"], srv.jetstream.streams["B"]
-    finally:
-        await nc.close()
-        await srv.shutdown()
 
 
 def _headers(**fields: str) -> bytes:

@@ -29,7 +29,6 @@ from .accountinfo import ApiStats, Resources, account_info
 from .advisories import API_LIMIT_ADVISORY, api_limit_reached_body, publish_stream_action
 from .api import CONSUMER_ROUTES, ROUTES, ApiRouter
 from .clustered import ClusteredJetStream
-from .peers import peer_id
 from .registry import Claim, NameTaken, StreamRegistry
 from .replication import ReplicationManager, replication_info
 from .snapshot import SNAPSHOT_ROUTES, SnapshotApi
@@ -340,7 +339,7 @@ class JetStreamService:
         stream's from its group (leader and replicas); else the cluster's name when clustered,
         and this server's (an R1 stream's server leads it)."""
         if stream is not None and stream.group is not None and self.clustered is not None:
-            return stream.group.cluster_block(self.cluster_name, peer_id)
+            return stream.group.cluster_block(self.cluster_name)
         block: dict[str, Any] = {"name": self.cluster_name} if self.cluster_name else {}
         block["leader"] = self.server_name
         return block

@@ -440,7 +440,7 @@ class StreamGroup:
             raise errors.CLUSTER_NOT_AVAIL.exc()
         return outcome
 
-    def cluster_block(self, cluster_name: str | None, peer_id: Callable[[str], str]) -> dict:
+    def cluster_block(self, cluster_name: str | None) -> dict:
         """STREAM.INFO's ``cluster`` as nats-server 2.15 words it: the leader, since when, and
         each other replica: ``current`` (in sync), ``active`` (ns since it last made progress
         or answered caught up), ``lag`` (entries it lacks, when any) and its ``peer`` id. Only
@@ -455,18 +455,10 @@ class StreamGroup:
             block["leader"] = record.leader
         core = runner.replica
         now = core.now or 0
-        replicas = []
-        for name, in_sync, match, seen in core.followers():
-            lag = max(core.last_index - match, 0)
-            replica: dict[str, Any] = {
-                "name": name,
-                "current": in_sync and lag == 0,
-                "active": max(now - seen, 0) * 1_000_000,
-            }
-            if lag:
-                replica["lag"] = lag
-            replica["peer"] = peer_id(name)
-            replicas.append(replica)
+        replicas = [
+            _peer_info(name, in_sync, core.last_index - match, now - seen)
+            for name, in_sync, match, seen in core.followers()
+        ]
         if replicas:
             block["replicas"] = replicas
         return block
@@ -733,16 +725,7 @@ class StreamGroup:
         replicas = []
         for name in record.peers:
             in_sync, match, seen = known.get(name, (name in record.in_sync, core.last_index, now))
-            lag = max(core.last_index - match, 0)
-            info: dict[str, Any] = {
-                "name": name,
-                "current": in_sync and lag == 0,
-                "active": max(now - seen, 0) * 1_000_000,
-            }
-            if lag:
-                info["lag"] = lag
-            info["peer"] = peer_id(name)
-            replicas.append(info)
+            replicas.append(_peer_info(name, in_sync, core.last_index - match, now - seen))
         domain = stream.domain or ""
         if kind == "LEADER_ELECTED":
             body = advisories.stream_leader_elected_body(stream.name, runner.name, replicas, domain)
@@ -757,6 +740,23 @@ class StreamGroup:
             leading = self.leading
             await self.stream.take(leading)
             self._taken = leading
+
+
+def _peer_info(name: str, in_sync: bool, lag: int, idle_ms: int) -> dict[str, Any]:
+    """One replica as nats-server's PeerInfo words it (a ``cluster`` block's ``replicas``,
+    the leader advisories): ``current`` (in sync, lacking nothing), ``active`` (ns since it
+    last made progress or answered caught up), ``lag`` (entries it lacks, when any) and its
+    ``peer`` id."""
+    lag = max(lag, 0)
+    info: dict[str, Any] = {
+        "name": name,
+        "current": in_sync and lag == 0,
+        "active": max(idle_ms, 0) * 1_000_000,
+    }
+    if lag:
+        info["lag"] = lag
+    info["peer"] = peer_id(name)
+    return info
 
 
 class _Campaigns:

@@ -449,11 +449,18 @@ class FileStore(IndexedStore):
             raise self.failed
         if self._policy.mode == "interval":
             self._flush_to_os()  # what the caller acknowledges survives a kill, at least
+            if self.failed is not None:
+                raise self.failed
         else:
-            try:
-                await self._commit.wait()
-            except OSError as exc:
-                raise self.failed or StoreError(f"cannot sync to disk: {exc}") from exc
+            await self._round()
+
+    async def _round(self) -> None:
+        """Wait for the sync round that covers what was written so far; raise if it (or an
+        earlier one) failed."""
+        try:
+            await self._commit.wait()
+        except OSError as exc:
+            raise self.failed or StoreError(f"cannot sync to disk: {exc}") from exc
         if self.failed is not None:
             raise self.failed
 
@@ -491,12 +498,7 @@ class FileStore(IndexedStore):
             mark=mark,
         )
         self._commit.dirty()
-        try:
-            await self._commit.wait()
-        except OSError as exc:
-            raise self.failed or StoreError(f"cannot sync to disk: {exc}") from exc
-        if self.failed is not None:
-            raise self.failed
+        await self._round()
         return positions
 
     def checkpoint_durable(self, positions: Positions) -> None:
