@@ -194,6 +194,38 @@ def test_durable_is_fsynced_and_matched() -> None:
     assert replies(out) == [AppendReply(1, "b", True, 3, 3)]
 
 
+def test_one_sync_covering_several_persists_reports_once() -> None:
+    # The runner hands the core every Persist one fsync covered at once: the state is the
+    # same as one by one, with one durable report (and one apply) instead of one per Persist.
+    entries = log(1, 1, 1, 1)
+    r = follower(record=rec(1, "a"))
+    r.on_message(append(1, 0, 0, entries[:1], commit=1))
+    r.on_message(append(1, 1, 1, entries[1:3], commit=3))
+    r.on_message(append(1, 3, 1, entries[3:], commit=4))
+    out = r.on_persisted_many([1, 3, 4])
+    assert replies(out) == [AppendReply(1, "b", True, 4, 4)]
+    assert of(out, Apply) == [Apply(tuple(entries))]
+    assert (r.fsynced, r.commit, r.applied) == (4, 4, 4)
+    with pytest.raises(SafetyError):
+        r.on_persisted_many([5])  # no Persist in flight
+    b = follower(record=rec(1, "a"))
+    b.on_message(append(1, 0, 0, entries[:2]))
+    b.on_message(append(1, 2, 1, entries[2:]))
+    with pytest.raises(SafetyError):
+        b.on_persisted_many([2, 3])  # the second Persist ends at 4
+
+
+def test_a_leader_commits_once_for_several_persists_of_one_sync() -> None:
+    r = leader()
+    r.propose(b"x", "t1")
+    r.propose(b"y", "t2")
+    for member in "bc":
+        r.on_message(ok(member, 3))
+    out = r.on_persisted_many([2, 3])
+    assert of(out, Acknowledge) == [Acknowledge("t1", 2), Acknowledge("t2", 3)]
+    assert len(of(out, Apply)) == 1 and r.commit == 3
+
+
 def test_a_recovered_log_counts_only_once_matched_in_this_epoch() -> None:
     r = follower(recovered=log(1, 1, 1, 1), record=rec(2, "a"))
     assert r.fsynced == 4

@@ -399,7 +399,8 @@ class StreamGroup:
             stream.answer(reply, errors.INSUFFICIENT_RESOURCES)
             return
         op = groupops.Publish(subject, hdr or b"", payload, self._now())
-        self.runner.propose(groupops.encode(op), _answer_publish(stream, reply))
+        # The token is the reply subject itself: no closure per message (see _on_answer).
+        self.runner.propose(groupops.encode(op), reply)
 
     def propose(self, op: bytes, answer: Answer) -> None:
         """Propose an encoded op; ``answer`` gets its outcome once committed here, or None."""
@@ -673,15 +674,23 @@ class StreamGroup:
             with contextlib.suppress(OSError):
                 await asyncio.to_thread(path.unlink, True)
 
-    def _on_answer(self, answer: Answer, index: int) -> None:
+    def _on_answer(self, answer: Answer | str, index: int) -> None:
         outcome = self._outcomes.pop(index, None)
         if outcome is None:
             # Acknowledged right after its Apply (the runner's order): never missing.
             log.error("stream %r: no outcome for entry %d", self.stream.name, index)
+        if type(answer) is str:
+            # A client's publish (`publish`): its ack or error to its reply subject, if any.
+            if answer and isinstance(outcome, publish.Stored | errors.ApiError):
+                self.stream.answer(answer, outcome)
+            return
         answer(outcome)
 
-    def _on_rejected(self, answer: Answer, leader: str | None) -> None:
-        answer(None)
+    def _on_rejected(self, answer: Answer | str, leader: str | None) -> None:
+        # Not committed here: a publisher (a str token) gets nothing, times out and publishes
+        # again (its id deduplicates).
+        if type(answer) is not str:
+            answer(None)
 
     def _on_leadership(self, leading: bool, epoch: int) -> None:
         self.leading = leading
@@ -791,12 +800,3 @@ class _Campaigns:
 
 def _config_bytes(cfg: StreamConfig) -> bytes:
     return orjson.dumps(config_to_json(cfg))
-
-
-def _answer_publish(stream: Stream, reply: str) -> Answer:
-    def answer(outcome: groupops.Outcome | None) -> None:
-        # None: not committed here; the publisher times out and publishes again.
-        if isinstance(outcome, publish.Stored | errors.ApiError):
-            stream.answer(reply, outcome)
-
-    return answer

@@ -7,7 +7,8 @@ order: `on_record` (a group record from the etcd watch, or read after a CAS), `o
 The caller builds it from what it recovered from disk: its snapshot's index and epoch
 (`base`, (0, 0) without one) and the durable log after it; runs the disk actions (Persist,
 Truncate, Rebase) in order and calls `on_persisted` once per Persist, in order, when its fsync
-is done.
+is done (or `on_persisted_many` with every Persist one fsync covered: the same state, with
+one commit advance and at most one durable report for all of them).
 
 The log in memory holds the entries after `base`; everything up to `base` is in the owner's
 snapshot, committed and applied (commit and applied start there). Indexes are absolute:
@@ -161,7 +162,9 @@ class Config:
     election_stagger: int = 150  # per rank of the replica's name among the sorted peers
     sync_timeout: int = 250
     cas_timeout: int = 300  # a record proposal without an answer may be made again after
-    max_batch: int = 32  # entries per Append
+    # Entries per Append: a leader with a backlog (a pipelining publisher) sends it in a few
+    # large Appends, so fewer replies and core steps per entry (docs/BENCHMARKS.md).
+    max_batch: int = 256
     max_batch_bytes: int = 1 << 20  # op bytes per Append (one larger entry still goes alone)
     snapshot_interval: int = 1000  # at most one SendSnapshot per follower this often
     read_timeout: int = 2000  # a read not ready after this long is rejected (rule 9)
@@ -455,12 +458,22 @@ class Replica:
 
     def on_persisted(self, index: int) -> list[Action]:
         """The oldest Persist in flight is fsynced (called once per Persist, in order)."""
-        if not self._persists:
-            raise SafetyError("on_persisted without a Persist in flight")
-        end, valid = self._persists.pop(0)
-        if index != end:
-            raise SafetyError(f"on_persisted({index}) for a Persist ending at {end}")
-        self.fsynced = max(self.fsynced, valid)
+        return self.on_persisted_many((index,))
+
+    def on_persisted_many(self, indexes: Sequence[int]) -> list[Action]:
+        """The oldest ``len(indexes)`` Persists in flight are fsynced (one sync covered them):
+        the same as `on_persisted` for each in order, but one advance and at most one durable
+        report for all of them (the reports in between would only be outdated by the last)."""
+        persists = self._persists
+        for index in indexes:
+            if not persists:
+                raise SafetyError("on_persisted without a Persist in flight")
+            end, valid = persists.pop(0)
+            if index != end:
+                raise SafetyError(f"on_persisted({index}) for a Persist ending at {end}")
+            self.fsynced = max(self.fsynced, valid)
+        if not indexes:
+            return []
         if self.is_leader:
             return self._leader_advance()
         out = self._follower_advance()
@@ -608,7 +621,12 @@ class Replica:
             hint = min(max(first - 1, self.commit, self.matched), m.prev_index - 1)
             return [*out, self._reply(False, hint)]
         new: list[Entry] = []
-        for entry in m.entries:
+        if m.prev_index == last:
+            # The usual case, a follower that keeps up: every entry is past our end (they
+            # follow prev_index one by one), so nothing to compare or truncate.
+            new = list(m.entries)
+            self.log.extend(new)
+        for entry in () if new else m.entries:
             if entry.index <= self.last_index:
                 if self.epoch_at(entry.index) == entry.epoch:
                     continue  # already held (log matching: same index and epoch, same entry)

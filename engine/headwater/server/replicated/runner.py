@@ -11,8 +11,8 @@ A `GroupRunner` owns a `core.Replica` and carries out its actions:
   is logged and dropped.
 - **Persist / Truncate / Rebase**: `ReplicaLog.append` / `truncate` / `rebase`, at once and in
   order. A background task calls `ReplicaLog.sync` while appends wait (one sync covers every
-  append made before it was called: group commit), then `on_persisted` once per Persist it
-  covered, in order.
+  append made before it was called: group commit), then `on_persisted_many` with every
+  Persist it covered, in order (one input per sync).
 - **SendSnapshot**: the owner's `on_send_snapshot(to, index, epoch)`: it transfers its state
   as of `index` (what it applied so far: every Apply before is done) out of band; the
   receiving owner installs it, then calls `install_snapshot(index, epoch)` on its runner.
@@ -240,6 +240,20 @@ class GroupRunner:
         self._sub: Any = None
         self._closing: asyncio.Task[None] | None = None
         self._warned: dict[str, float] = {}
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            Send: self._send,
+            Persist: self._persist,
+            Truncate: self._truncate,
+            Rebase: self._rebase,
+            SendSnapshot: self._send_snapshot,
+            Apply: self._apply,
+            Acknowledge: self._acknowledge,
+            Rejected: self._rejected,
+            ReadReady: self._read_answer,
+            ReadRejected: self._read_answer,
+            Leadership: self._leadership,
+            ProposeRecord: self._propose_record,
+        }
 
     # Lifecycle -------------------------------------------------------------------------------
 
@@ -439,8 +453,10 @@ class GroupRunner:
                 if durable < must:
                     self._fail(RunnerStopped(f"log sync reached {durable}, not {must}"))
                     return
-                for _ in range(covered):
-                    self._input(self.replica.on_persisted, self._unsynced.popleft())
+                # One input for every Persist the sync covered: one commit advance (leader)
+                # or one durable report (follower) per fsync, not one per Persist.
+                done = [self._unsynced.popleft() for _ in range(covered)]
+                self._input(self.replica.on_persisted_many, done)
 
     async def _cas(self, action: ProposeRecord) -> None:
         try:
@@ -462,45 +478,57 @@ class GroupRunner:
     # Actions ---------------------------------------------------------------------------------
 
     def _do(self, actions: list[Action]) -> None:
+        # By exact type, one dict look-up per action (a batch of acks is most of them).
+        handlers = self._handlers
         for action in actions:
-            if isinstance(action, Send):
-                self._send(action)
-            elif isinstance(action, Persist):
-                self.log.append(action.entries)
-                self._log_end = action.entries[-1].index
-                self._unsynced.append(self._log_end)
-                self._dirty.set()
-            elif isinstance(action, Truncate):
-                self.log.truncate(action.after_index)
-                self._log_end = action.after_index
-            elif isinstance(action, Rebase):
-                self.log.rebase(action.index, action.epoch)
-                self._log_end = action.index
-            elif isinstance(action, SendSnapshot):
-                self._callback(self.on_send_snapshot, action.to, action.index, action.epoch)
-            elif isinstance(action, Apply):
-                self.on_apply(action.entries)  # raising stops the runner: state unknown
-            elif isinstance(action, Acknowledge):
-                token = self._waiting.pop(action.token, None)
-                if token is not None:
-                    self._callback(self.on_acknowledge, token, action.index)
-            elif isinstance(action, Rejected):
-                token = self._waiting.pop(action.token, None)
-                if token is not None:
-                    self._callback(self.on_rejected, token, action.leader)
-            elif isinstance(action, ReadReady | ReadRejected):
-                ready = self._reads.pop(action.token, None)
-                if ready is not None:
-                    self._callback(ready, isinstance(action, ReadReady))
-            elif isinstance(action, Leadership):
-                self._callback(self.on_leadership, action.leading, action.epoch)
-            elif isinstance(action, ProposeRecord):
-                if len(self._cas_tasks) < self.max_cas:
-                    self._spawn(self._cas(action), "cas", self._cas_tasks)
-                else:
-                    self._warn("cas", "record swap dropped: %d in flight", len(self._cas_tasks))
-            else:  # pragma: no cover
+            handler = handlers.get(type(action))
+            if handler is None:  # pragma: no cover
                 raise TypeError(action)
+            handler(action)
+
+    def _persist(self, action: Persist) -> None:
+        self.log.append(action.entries)
+        self._log_end = action.entries[-1].index
+        self._unsynced.append(self._log_end)
+        self._dirty.set()
+
+    def _truncate(self, action: Truncate) -> None:
+        self.log.truncate(action.after_index)
+        self._log_end = action.after_index
+
+    def _rebase(self, action: Rebase) -> None:
+        self.log.rebase(action.index, action.epoch)
+        self._log_end = action.index
+
+    def _send_snapshot(self, action: SendSnapshot) -> None:
+        self._callback(self.on_send_snapshot, action.to, action.index, action.epoch)
+
+    def _apply(self, action: Apply) -> None:
+        self.on_apply(action.entries)  # raising stops the runner: state unknown
+
+    def _acknowledge(self, action: Acknowledge) -> None:
+        token = self._waiting.pop(action.token, None)
+        if token is not None:
+            self._callback(self.on_acknowledge, token, action.index)
+
+    def _rejected(self, action: Rejected) -> None:
+        token = self._waiting.pop(action.token, None)
+        if token is not None:
+            self._callback(self.on_rejected, token, action.leader)
+
+    def _read_answer(self, action: ReadReady | ReadRejected) -> None:
+        ready = self._reads.pop(action.token, None)
+        if ready is not None:
+            self._callback(ready, isinstance(action, ReadReady))
+
+    def _leadership(self, action: Leadership) -> None:
+        self._callback(self.on_leadership, action.leading, action.epoch)
+
+    def _propose_record(self, action: ProposeRecord) -> None:
+        if len(self._cas_tasks) < self.max_cas:
+            self._spawn(self._cas(action), "cas", self._cas_tasks)
+        else:
+            self._warn("cas", "record swap dropped: %d in flight", len(self._cas_tasks))
 
     def _send(self, action: Send) -> None:
         target = self.resolve(action.to)
