@@ -63,11 +63,11 @@ async def publish_until_acked(nc: NATS, subject: str, data: bytes, timeout: floa
     for _ in range(1000):
         try:
             msg = await nc.request(subject, data, timeout=1, headers={"Nats-Msg-Id": data.decode()})
-            ack = json.loads(msg.data)
-            if "error" not in ack:
-                return int(ack["seq"])
         except (NatsTimeoutError, NoRespondersError):
-            pass
+            msg = None  # no leader yet: published again below
+        ack = json.loads(msg.data) if msg is not None else {"error": "no answer"}
+        if "error" not in ack:
+            return int(ack["seq"])
         if time.monotonic() > deadline:
             break
         await asyncio.sleep(0.1)

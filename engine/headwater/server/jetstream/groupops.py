@@ -30,7 +30,7 @@ import orjson
 from headwater.server.replicated.wire import Count
 
 from . import publish
-from .streamconfig import config_from_json
+from .streamconfig import StreamConfig, config_from_json, config_to_json
 
 if TYPE_CHECKING:
     from .stream import Stream
@@ -146,6 +146,19 @@ def encode(op: Op) -> bytes:
     return _ENCODER.encode(op)
 
 
+def encode_config(cfg: StreamConfig) -> bytes:
+    """A stream config as a replica group keeps it (an UpdateConfig, a checkpoint): the JSON
+    ``meta.inf`` holds."""
+    return orjson.dumps(config_to_json(cfg, dynamic_metadata=False))
+
+
+def decode_config(data: bytes) -> StreamConfig:
+    try:
+        return config_from_json(orjson.loads(data))
+    except Exception as exc:  # any decoding failure: state this replica cannot take
+        raise OpError(f"not a stream config: {exc}") from None
+
+
 def decode(data: bytes) -> Op | None:
     """The op in a committed entry; None for the no-op entry."""
     if not data:
@@ -180,9 +193,5 @@ def apply(stream: Stream, op: Publish | DeleteMsg | Purge | Expire | UpdateConfi
             with stream.at(op.now):
                 return stream.store.expire(now_ns=op.now)
         case UpdateConfig():
-            try:
-                cfg = config_from_json(orjson.loads(op.config))
-            except Exception as exc:  # any decoding failure: an entry this replica cannot apply
-                raise OpError(f"not a stream config: {exc}") from None
-            stream.reconfigure(cfg)
+            stream.reconfigure(decode_config(op.config))
             return True

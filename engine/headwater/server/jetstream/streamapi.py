@@ -23,7 +23,7 @@ from .accountinfo import account_info
 from .api import Request, decode_request
 from .direct import MSG_GET_REQUEST, msg_get
 from .gojson import GoType
-from .streamconfig import StreamConfig, config_to_json
+from .streamconfig import StreamConfig
 from .streamconfig_update import update_stream_request
 from .streamconfig_validate import create_stream_request
 from .streaminfo import info_for_list, info_for_request, info_plain
@@ -281,8 +281,7 @@ class StreamApi:
             # Turning markers on scans the stream for them in the background, which replicas
             # would finish at different points of their logs.
             raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_MARKERS_ON_NOT_YET)
-        stored = orjson.dumps(config_to_json(cfg, dynamic_metadata=False))
-        await stream.group.submit(groupops.UpdateConfig(stored))
+        await stream.group.submit(groupops.UpdateConfig(groupops.encode_config(cfg)))
         self.service.advise_action(cfg, "modify")
 
     def _in_cluster(self, body: dict[str, Any], stream: Stream) -> dict[str, Any]:

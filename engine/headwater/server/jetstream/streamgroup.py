@@ -88,8 +88,6 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import orjson
-
 from headwater.server.replicated.core import Config
 from headwater.server.replicated.groupstore import GroupStore
 from headwater.server.replicated.messages import Entry
@@ -104,7 +102,6 @@ from . import advisories, errors, groupcheckpoint, groupops, groupsnapshot, publ
 from .groupconsumers import GroupConsumers
 from .peers import peer_id
 from .stream import Stream
-from .streamconfig import StreamConfig, config_from_json, config_to_json
 from .wire import rfc3339
 
 if TYPE_CHECKING:
@@ -543,9 +540,9 @@ class StreamGroup:
         state = file.state
         assert state is not None
         stream = self.stream
-        if state.config and state.config != _config_bytes(stream.config):
+        if state.config and state.config != groupops.encode_config(stream.config):
             # The log had a config update by then: the entries after it go by that config.
-            stream.reconfigure(config_from_json(orjson.loads(state.config)))
+            stream.reconfigure(groupops.decode_config(state.config))
         stream.restore_state(file.dedupe, state.lseq, state.lmsgid, state.markers)
         self.consumers.install(state.consumers)
 
@@ -563,7 +560,7 @@ class StreamGroup:
                 self._applied,
                 self._applied_epoch,
                 self.consumers.capture,
-                _config_bytes(self.stream.config),
+                groupops.encode_config(self.stream.config),
             )
         except Exception as exc:
             log.error("stream %r: checkpoint failed: %s", self.stream.name, exc)
@@ -796,7 +793,3 @@ class _Campaigns:
                 )
             return False, None
         return await self.store.compare_and_swap(stream, new, expected_revision)
-
-
-def _config_bytes(cfg: StreamConfig) -> bytes:
-    return orjson.dumps(config_to_json(cfg))
