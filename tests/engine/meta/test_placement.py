@@ -15,6 +15,7 @@ import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -82,5 +83,32 @@ async def test_a_registration_the_watch_has_not_delivered_is_a_candidate(
         reply = json.loads(msg.data)
         assert "error" not in reply, reply
         assert reply["cluster"]["leader"] == "s2", reply
+    finally:
+        await nc.close()
+
+
+async def test_a_forwarded_replicated_create_the_watch_has_not_delivered(
+    pair: list[Server],
+) -> None:
+    """The placing server forwards a replicated STREAM.CREATE to the first of its peers,
+    whose cache of placements follows a watch: the request can arrive before the watch has
+    delivered the placement (seen in CI as 10008 at once, on a loaded machine). The peer
+    reads etcd instead of refusing."""
+    s1, s2 = pair
+    clustered = s1.jetstream.clustered
+    original = clustered.create_replicated
+
+    async def lagging(cfg: Any) -> Any:
+        clustered.placements.pop(cfg.name, None)  # the watch has not delivered it here yet
+        return await original(cfg)
+
+    clustered.create_replicated = lagging  # type: ignore[method-assign]
+    nc = await nats.connect(f"nats://127.0.0.1:{s2.port}", allow_reconnect=False)
+    try:
+        config = {"name": "R2", "subjects": ["r2"], "num_replicas": 2}
+        msg = await nc.request("$JS.API.STREAM.CREATE.R2", json.dumps(config).encode(), 10)
+        reply = json.loads(msg.data)
+        assert "error" not in reply, reply
+        assert reply["cluster"]["leader"] == "s1", reply  # placed first on s1: forwarded
     finally:
         await nc.close()

@@ -536,8 +536,15 @@ class ClusteredJetStream:
 
     async def create_replicated(self, cfg: StreamConfig) -> Any:
         """STREAM.CREATE of a replicated stream placed with this server first among its
-        peers (the placing server sent it here): see :class:`Replicas`."""
+        peers (the placing server sent it here): see :class:`Replicas`. The placement is
+        read from etcd when the watch has not delivered it yet: the forwarded request can
+        come first."""
         placed = self.placements.get(cfg.name)
+        if placed is None:
+            try:
+                placed = await self._read_placement(cfg.name)
+            except MetaError:
+                raise errors.CLUSTER_NOT_AVAIL.exc() from None
         if placed is None or not placed.replicated or placed.peers[0] != self.name:
             raise errors.CLUSTER_NOT_AVAIL.exc()
         value = _placement(placed.server, placed.peers, cfg)
