@@ -39,7 +39,7 @@ pytestmark = pytest.mark.timeout(60)
 
 CFG = Config()  # heartbeat 50 ms, election 300 ms + 150 ms per rank, sync timeout 250 ms
 NAMES = ("s1", "s2", "s3")
-IDS = {name: f"ID{name.upper()}" for name in NAMES}  # server ids, as the routes know them
+IDS = {name: f"ID{name.upper()}" for name in (*NAMES, "s4")}  # as the routes know them
 STREAM = "ORDERS"
 TAKEOVER_S = (CFG.election_timeout + 2 * CFG.election_stagger) / 1000 + 1.0
 """The latest a follower campaigns after the leader goes (the last-ranked one), plus a second
@@ -730,3 +730,47 @@ async def test_read_latency_on_three_runners(nodes: list[Node]) -> None:
         assert all(ok for ok, _ in await asyncio.gather(*(read(lead) for _ in range(100))))
     many = (time.monotonic() - began) / 2000
     print(f"\nread barrier: {one * 1e6:.0f} us one at a time, {many * 1e6:.1f} us each of 100")
+
+
+async def test_peers_change_over_etcd_and_the_routes(
+    nodes: list[Node], hub: Server, etcd_urls: list[str]
+) -> None:
+    """Rule 10 run for real: s3 is replaced by s4, a replica that was not a peer. s4 catches
+    up, joins in_sync, then s3 leaves the record; proposals go on throughout."""
+    ops = [f"msg:{i}".encode() for i in range(30)]
+    for op in ops[:10]:
+        await propose(nodes, op)
+    s4 = Node("s4", hub, etcd_urls)
+    everyone = [*nodes, s4]
+    for node in everyone:
+        node.peers = {n.name: n for n in everyone}
+    await s4.start()  # it reads the record, which does not list it: idle
+    try:
+        lead = leader(nodes)
+        assert lead is not None and lead.runner is not None
+        if lead.name == "s3":
+            lead.runner.step_down("s1")
+            await wait_until(lambda: leader(nodes) not in (None, lead), TAKEOVER_S, "s3 gone")
+            lead = leader(nodes)
+            assert lead is not None and lead.runner is not None
+        lead.runner.change_peers(("s1", "s2", "s4"))
+        for op in ops[10:20]:
+            await propose(everyone, op)
+
+        def changed() -> bool:
+            record = lead.runner.record if lead.runner is not None else None
+            return record is not None and (record.peers, record.in_sync) == (
+                ("s1", "s2", "s4"),
+                frozenset({"s1", "s2", "s4"}),
+            )
+
+        await wait_until(changed, 10.0, "s4 in, s3 out of the record")
+        for op in ops[20:]:
+            await propose(everyone, op)
+        members = [n for n in everyone if n.name != "s3"]
+        await wait_until(applied_everywhere(members, ops), 5.0, "s1, s2 and s4 applied all")
+    finally:
+        if s4.runner is not None:
+            await asyncio.wait_for(s4.runner.close(), 5.0)
+        await s4.meta.close()
+        s4.client.close()

@@ -6,6 +6,7 @@ Soak more on demand: `python -m headwater.server.replicated.simulator --seeds 10
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -41,8 +42,13 @@ def soak_counts(seeds: range, replicas: int) -> tuple[list[str], int, int]:
 
 def soak_reads(seeds: range, replicas: int) -> tuple[list[str], int, int, int, int]:
     """As `soak_counts`, and how many reads were answered and rejected."""
+    return soak_all(seeds, replicas)[:5]
+
+
+def soak_all(seeds: range, replicas: int) -> tuple[list[str], int, int, int, int, int, int]:
+    """As `soak_reads`, and how many changes of peers and replicas deleted."""
     found = []
-    with_installs = with_transfers = ready = rejected = 0
+    with_installs = with_transfers = ready = rejected = changes = removals = 0
     for seed in seeds:
         try:
             sim = run_seed(seed, replicas)
@@ -53,7 +59,9 @@ def soak_reads(seeds: range, replicas: int) -> tuple[list[str], int, int, int, i
         with_transfers += sim.transfers > 0
         ready += sim.reads_ready
         rejected += sim.reads_rejected
-    return found, with_installs, with_transfers, ready, rejected
+        changes += sim.peer_changes
+        removals += sim.removals
+    return found, with_installs, with_transfers, ready, rejected, changes, removals
 
 
 # Many seeds ----------------------------------------------------------------------------------
@@ -61,8 +69,12 @@ def soak_reads(seeds: range, replicas: int) -> tuple[list[str], int, int, int, i
 
 @pytest.mark.parametrize("replicas", [3, 5])
 def test_a_few_seeds(replicas: int) -> None:
-    found, with_installs, with_transfers, ready, rejected = soak_reads(range(40), replicas)
+    found, with_installs, with_transfers, ready, rejected, changes, removals = soak_all(
+        range(40), replicas
+    )
     assert found == []
+    # Peers change (rule 10) and removed replicas are deleted, then maybe added again.
+    assert changes >= 40 and removals >= 20
     # Catch-up from a snapshot and leadership transfer are exercised, not only possible
     # (most seeds do both); reads are answered (linearizable, checked) and some rejected.
     assert with_installs >= 1
@@ -71,19 +83,19 @@ def test_a_few_seeds(replicas: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("replicas", "count"), [(3, 1000), (5, 600)])
+@pytest.mark.parametrize(("replicas", "count"), [(3, 800), (5, 600)])
 def test_many_seeds(replicas: int, count: int) -> None:
-    # About 30 s each on one core of this 2-core machine (with snapshots, step-downs, reads
-    # and cut-offs: about 34 and 21 seeds/s). Longer soaks: `python -m
-    # headwater.server.replicated.simulator` (docs/REPLICATION.md).
+    # About 30-40 s each on one core of this 2-core machine (with snapshots, step-downs,
+    # reads, cut-offs and membership changes: about 23 and 18 seeds/s). Longer soaks:
+    # `python -m headwater.server.replicated.simulator` (docs/REPLICATION.md).
     assert failures(range(10_000, 10_000 + count), replicas) == []
 
 
 def test_regression_seeds() -> None:
     # 10719 (R5): after the heal, followers kept an older epoch's uncommitted entries past
     # the new leader's log end (no convergence); fixed by the new leader's no-op entry.
-    run_seed(10719, 5)
-    run_seed(10719, 5, stepdowns=False, reads=False)  # the very run that found it
+    run_seed(10719, 5, membership=False)
+    run_seed(10719, 5, stepdowns=False, reads=False, membership=False)  # the very run
 
 
 def test_step_downs_leave_the_faults_of_a_seed_alone() -> None:
@@ -93,6 +105,12 @@ def test_step_downs_leave_the_faults_of_a_seed_alone() -> None:
     # So do reads (and the leader's isolations that go with them) at the start.
     reads = Simulation(7, 3, stepdowns=False)
     assert [e for e in reads._events if e[2] not in ("read", "isolate")] == without._events
+    # Membership changes run an R3 group on five servers (two spares), so a seed's runs
+    # differ with them; without them, three servers and no change (the runs from before).
+    fixed = Simulation(7, 3, stepdowns=False, reads=False, membership=False)
+    assert len(fixed.servers) == 3 and len(without.servers) == 5
+    assert [e[2] for e in without._events].count("members") == 1
+    assert "members" not in [e[2] for e in fixed._events]
 
 
 def test_a_seed_replays_exactly() -> None:
@@ -162,8 +180,8 @@ def test_accepting_older_epochs_is_caught(replicas: int, seed: int) -> None:
     # The first failing seeds of range(2000) (searched again when the simulator's draws
     # changed with snapshots; before, 623 and 268), in the runs from before reads.
     with pytest.raises(Violation, match=f"seed {seed} "):
-        run_seed(seed, replicas, replica_cls=AcceptsOlderEpochs, reads=False)
-    run_seed(seed, replicas, reads=False)
+        run_seed(seed, replicas, replica_cls=AcceptsOlderEpochs, reads=False, membership=False)
+    run_seed(seed, replicas, reads=False, membership=False)
     run_seed(seed, replicas)
 
 
@@ -173,8 +191,9 @@ def test_adding_a_member_without_counting_it_at_once_is_caught() -> None:
     entry ends up on fewer than a quorum of disks; in seed 34 the core's guard refuses
     first)."""
     with pytest.raises(Violation, match="seed 662 "):
-        run_seed(662, 3, replica_cls=CountsOnlyTheRecord, reads=False)  # from before reads
-    run_seed(662, 3, reads=False)
+        # From before reads and membership changes:
+        run_seed(662, 3, replica_cls=CountsOnlyTheRecord, reads=False, membership=False)
+    run_seed(662, 3, reads=False, membership=False)
     run_seed(662, 3)
 
 
@@ -196,8 +215,9 @@ def test_adding_back_below_the_inherited_tail_is_caught() -> None:
     simulator sees it (committed entries differ between replicas; before snapshots, seed
     80: s2 led epoch 6 without an acknowledged entry)."""
     with pytest.raises(Violation, match="seed 7589 "):
-        run_seed(7589, 3, replica_cls=AddsBackAtTheCommitIndex, reads=False)  # before reads
-    run_seed(7589, 3, reads=False)
+        # From before reads and membership changes:
+        run_seed(7589, 3, replica_cls=AddsBackAtTheCommitIndex, reads=False, membership=False)
+    run_seed(7589, 3, reads=False, membership=False)
     run_seed(7589, 3)
 
 
@@ -296,5 +316,46 @@ def test_a_deposed_leader_reading_without_a_round_is_caught(replicas: int, seed:
     # The first failing seeds of range(40): the leader isolated, another elected and
     # acknowledging while the old one still answers reads from its state.
     with pytest.raises(Violation, match=f"seed {seed} .*stale read"):
-        run_seed(seed, replicas, replica_cls=ReadsWithoutARound)
+        run_seed(seed, replicas, replica_cls=ReadsWithoutARound, membership=False)
     run_seed(seed, replicas)
+
+
+# Membership (rule 10) ------------------------------------------------------------------------
+
+
+class AddsStraightIntoInSync(Replica):
+    """Adds new peers to `in_sync` with the same swap that adds them to `peers`, before they
+    caught up: the group then counts an empty replica as holding what is committed."""
+
+    def _change_membership(self, rec: GroupRecord, wanted: frozenset[str]) -> list[Action] | None:
+        added = [p for p in sorted(wanted) if p not in rec.peers]
+        if not added:
+            return super()._change_membership(rec, wanted)
+        peers, in_sync = (*rec.peers, *added), rec.in_sync | set(added)
+        new = replace(rec, peers=peers, in_sync=in_sync, revision=0)
+        return self._propose(new, rec.revision, campaign=False)
+
+
+class RemovesBelowQuorum(Replica):
+    """Removes unwanted peers at once, whatever stays in `in_sync`."""
+
+    def _change_membership(self, rec: GroupRecord, wanted: frozenset[str]) -> list[Action] | None:
+        unwanted = set(rec.peers) - wanted
+        if any(p not in rec.peers for p in wanted) or self.name not in wanted or not unwanted:
+            return super()._change_membership(rec, wanted)
+        peers = tuple(p for p in rec.peers if p not in unwanted)
+        in_sync = (rec.in_sync - unwanted) or frozenset({self.name})
+        new = replace(rec, peers=peers, in_sync=in_sync, revision=0)
+        return self._propose(new, rec.revision, campaign=False)
+
+
+@pytest.mark.parametrize("replicas", [3, 5])
+def test_adding_a_peer_straight_into_in_sync_is_caught(replicas: int) -> None:
+    found = first_violation(AddsStraightIntoInSync, range(20), replicas)
+    assert found is not None and "in in_sync" in str(found)
+
+
+@pytest.mark.parametrize("replicas", [3, 5])
+def test_removing_peers_below_a_quorum_is_caught(replicas: int) -> None:
+    found = first_violation(RemovesBelowQuorum, range(60), replicas)
+    assert found is not None and "fewer than" in str(found)

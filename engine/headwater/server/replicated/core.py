@@ -3,7 +3,8 @@
 A `Replica` is fed inputs, each a method returning the actions the caller must carry out, in
 order: `on_record` (a group record from the etcd watch, or read after a CAS), `on_message`,
 `on_persisted`, `on_tick` (a logical clock in ms), `propose`, `read`, `on_cas_result`,
-`on_snapshot` and `step_down`; `compact` returns nothing. It does no I/O and reads no clock.
+`on_snapshot`, `step_down` and `change_peers`; `compact` returns nothing. It does no I/O and
+reads no clock.
 The caller builds it from what it recovered from disk: its snapshot's index and epoch
 (`base`, (0, 0) without one) and the durable log after it; runs the disk actions (Persist,
 Truncate, Rebase) in order and calls `on_persisted` once per Persist, in order, when its fsync
@@ -132,6 +133,25 @@ Rules implemented (the reasons are in docs/REPLICATION.md):
      answer: linearizable. A deposed leader that has not heard of the new epoch yet never
      completes a read (no member of the new epoch's in_sync echoes its rounds any more): its
      reads time out, or are rejected once it learns of the epoch. No clock is trusted.
+
+10. Membership (`change_peers(wanted)`, given to the leader; its owner gives it again to every
+   new leader, from where the wanted peers are kept): the leader changes the record's
+   `peers` toward `wanted`, one record change at a time, by the same compare-and-swap as
+   rule 4, in this order: (a) it adds every wanted peer missing (to `peers` only: a new
+   replica is out of `in_sync` and catches up by rule 7, then joins `in_sync` by rule 4);
+   (b) when it is not wanted itself, it hands its leadership over (rule 8) to a wanted member
+   of `in_sync`, and the next leader goes on; (c) it removes the unwanted peers out of
+   `in_sync` first, then those in it, the latter only once every wanted peer is in `in_sync`,
+   and only while what stays in `in_sync` is a quorum of the new `peers` (never itself). Why
+   it is safe: a change of `peers` alone changes no commit set; a removal takes members out
+   of `in_sync`, as rule 4 does, and rule 3 counts them until the swap's outcome is known; a
+   removed replica is no longer in `in_sync`, so it never campaigns (rule 5), and its stale
+   swaps name a revision gone. One hazard is new: a replica removed and added again within
+   an epoch is a new replica (its owner deleted the old one), yet a reply of the old one can
+   still be in flight, reporting entries durable that the new one lacks. So the leader starts
+   a read round when it starts tracking an added peer and ignores that peer's replies
+   echoing an older round: only a replica that received an Append sent after the addition
+   echoes it. While new replicas catch up, the group is as durable as its `in_sync`.
 
 `Apply` delivers committed entries in order, each once per replica lifetime, from the base
 on. A restarted replica knows no commit index past its base, so it applies again from
@@ -351,6 +371,8 @@ class Replica:
         self._round = 0  # the last read round started in this leadership (rule 9)
         self._echo: dict[str, int] = {}  # follower -> highest round it echoed in this epoch
         self._reads: deque[_Read] = deque()  # waiting, in arrival order
+        self._wanted: frozenset[str] | None = None  # the peers to change to (rule 10)
+        self._joined: dict[str, int] = {}  # peer added in this epoch -> its first read round
 
     # The log, past its base ------------------------------------------------------------------
 
@@ -419,7 +441,7 @@ class Replica:
             return out  # stale: a message already told of a later epoch
         if record.leader == self.name:
             if self.is_leader:
-                return out + self._leader_advance()
+                return out + self._track_peers() + self._leader_advance()
             if any(p.new.same_config(record) for p in campaigns):
                 return out + self._become_leader()
         return out + self._maybe_campaign()
@@ -439,17 +461,36 @@ class Replica:
         """Hand leadership over to a member of `in_sync` (rule 8): `preferred` if it is one,
         else the most caught up. Nothing when not leading or no other member is in sync."""
         rec = self.record
-        if not self.is_leader or rec is None or self.now is None:
+        if not self.is_leader or rec is None:
             return []
-        others = sorted(rec.in_sync - {self.name})
-        if not others:
+        return self._hand_over(rec.in_sync - {self.name}, preferred)
+
+    def _hand_over(self, candidates: frozenset[str], preferred: str | None) -> list[Action]:
+        """Rule 8 toward one of `candidates` (members of `in_sync`, not this leader)."""
+        if self.now is None or not candidates:
             return []
+        others = sorted(candidates)
         if preferred in others:
             target = preferred
         else:
             target = max(others, key=lambda f: self._match.get(f, 0))  # first of the best
         self._transfer = (target, self.now)
         return self._timeout_now(target)
+
+    def change_peers(self, wanted: Sequence[str]) -> list[Action]:
+        """Change the group's peers to `wanted` (rule 10), as a leader; nothing otherwise.
+        The owner gives it again to each new leader until the record's peers are `wanted`."""
+        if not wanted:
+            raise ValueError("a group needs at least one peer")
+        if not self.is_leader:
+            return []
+        self._wanted = frozenset(wanted)
+        return self._maybe_change_in_sync()
+
+    @property
+    def wanted_peers(self) -> frozenset[str] | None:
+        """The peers this leader is changing the group to (rule 10), if it was told any."""
+        return self._wanted if self.is_leader else None
 
     @property
     def transferring_to(self) -> str | None:
@@ -694,6 +735,8 @@ class Replica:
     def _step_down(self, leader: str | None) -> list[Action]:
         self.is_leader = False
         self._transfer = None
+        self._wanted = None
+        self._joined = {}
         out: list[Action] = [Rejected(token, leader) for _, token in self._tokens]
         out += [ReadRejected(read.token, leader) for read in self._reads]
         self._tokens = deque()
@@ -770,6 +813,8 @@ class Replica:
         self._round = 0
         self._echo = {}
         self._reads = deque()
+        self._wanted = None
+        self._joined = {}
         # A no-op entry in the new epoch, as Raft's: followers holding an older epoch's
         # uncommitted entries past our log's end must find a conflicting entry to cut them
         # back at; without one they would keep them for as long as nothing is proposed.
@@ -777,12 +822,35 @@ class Replica:
         self.log.append(noop)
         out: list[Action] = [Leadership(True, self.epoch), self._persist([noop])]
         for f in sorted(p for p in rec.peers if p != self.name):
-            self._next[f] = self.epoch_start + 1
-            self._recv[f] = -1
-            self._match[f] = 0
-            self._progress[f] = self.now
+            self._track(f, self.epoch_start + 1)
             out += self._send_to(f)
         return out + self._leader_advance()
+
+    def _track(self, f: str, next_index: int) -> None:
+        assert self.now is not None
+        self._next[f] = next_index
+        self._recv[f] = -1
+        self._match[f] = 0
+        self._progress[f] = self.now
+
+    def _track_peers(self) -> list[Action]:
+        """Follow the record's peers after a membership change (rule 10): peers added are
+        tracked from a new read round on, removed ones forgotten."""
+        rec = self.record
+        assert rec is not None
+        peers = set(rec.peers) - {self.name}
+        for f in set(self._next) - peers:
+            for table in (self._next, self._recv, self._match, self._progress, self._echo):
+                table.pop(f, None)
+            self._snapshot_sent.pop(f, None)
+            self._joined.pop(f, None)
+        added = sorted(peers - set(self._next))
+        if not added:
+            return []
+        for f in added:
+            self._track(f, self.last_index + 1)
+            self._joined[f] = self._round + 1
+        return self._start_round()  # sends the added peers their first Append, of that round
 
     def _send_to(self, f: str, beat: bool = False) -> list[Action]:
         prev = self._next[f] - 1
@@ -834,6 +902,8 @@ class Replica:
         if not self.is_leader or m.epoch != self.epoch or m.sender not in self._next:
             return []
         f = m.sender
+        if m.read < self._joined.get(f, 0):
+            return []  # sent before it was added: maybe by a replica since deleted (rule 10)
         last = self.last_index
         out: list[Action] = []
         if m.read > self._echo.get(f, 0):
@@ -957,6 +1027,10 @@ class Replica:
             if caught_up and self.now - self._progress[f] <= self.config.sync_timeout:
                 new = replace(rec, in_sync=rec.in_sync | {f}, revision=0)
                 return self._propose(new, rec.revision, campaign=False)
+        if self._wanted is not None and self._transfer is None:
+            changed = self._change_membership(rec, self._wanted)
+            if changed is not None:
+                return changed
         if len(rec.in_sync) - 1 < quorum(len(rec.peers)):
             return []
         for f in sorted(rec.in_sync - {self.name}):
@@ -965,3 +1039,25 @@ class Replica:
                 new = replace(rec, in_sync=rec.in_sync - {f}, revision=0)
                 return self._propose(new, rec.revision, campaign=False)
         return []
+
+    def _change_membership(self, rec: GroupRecord, wanted: frozenset[str]) -> list[Action] | None:
+        """The next step toward `wanted` peers (rule 10), or None when there is none now."""
+        added = [p for p in sorted(wanted) if p not in rec.peers]
+        if added:
+            new = replace(rec, peers=(*rec.peers, *added), revision=0)
+            return self._propose(new, rec.revision, campaign=False)
+        if self.name not in wanted:
+            return self._hand_over(rec.in_sync & wanted, None) or None
+        unwanted = set(rec.peers) - wanted
+        if not unwanted:
+            return None
+        if not wanted <= rec.in_sync:
+            unwanted -= rec.in_sync  # members of in_sync go once every wanted peer joined it
+        if not unwanted:
+            return None
+        peers = tuple(p for p in rec.peers if p not in unwanted)
+        in_sync = rec.in_sync - unwanted
+        if len(in_sync) < quorum(len(peers)):
+            return None
+        new = replace(rec, peers=peers, in_sync=in_sync, revision=0)
+        return self._propose(new, rec.revision, campaign=False)

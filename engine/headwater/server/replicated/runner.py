@@ -366,6 +366,12 @@ class GroupRunner:
         `on_leadership(False, ...)` once the new epoch is known."""
         self._input(self.replica.step_down, preferred)
 
+    def change_peers(self, peers: Sequence[str]) -> None:
+        """Change the group's peers to ``peers`` (the core's rule 10), as its leader; nothing
+        if this replica does not lead: the owner gives the wanted peers to every replica that
+        starts leading (``on_leadership``) until the record lists them."""
+        self._input(self.replica.change_peers, tuple(peers))
+
     @property
     def transferring_to(self) -> str | None:
         """The replica this leader is handing its leadership to, while it does."""

@@ -36,6 +36,17 @@ targets, and the isolations, come from a third generator, seeded from the seed; 
 faults of their rounds draw from the main one, so a seed runs differently without reads
 (`reads=False` replays the runs from before reads existed).
 
+Membership (`membership`, on by default): the group runs on five servers whatever its size
+(an R3 group has two spares), and every 0.3-2 s the wanted peers change to a random set of
+1, 3 or 5 of them, given to the replica leading (`Replica.change_peers`) and, as the server
+side does, to every replica that starts leading. A replica that etcd's record no longer
+lists, and that is not wanted, is deleted (its disk, snapshot and state wiped, as the server
+deletes a removed replica's store) and starts empty: added again later, it is a new replica
+that catches up from nothing. The checks follow the record: every acknowledged entry is
+durable on every member of the current record's `in_sync`, and the run converges only once
+the record's peers are the wanted ones and each of them holds the committed log. The
+changes draw from a fourth generator; `membership=False` replays the runs from before it.
+
 Only `random.Random(seed)` decides anything, and every walk over servers is in sorted order,
 so a seed replays exactly. The invariants (`Invariants`) are checked as each step's actions
 are carried out; a breach raises `Violation` with the seed and the step. After the fault
@@ -43,7 +54,7 @@ phase everything heals and the run must converge: every log equal to the committ
 acknowledged operation applied exactly once.
 
     python -m headwater.server.replicated.simulator --seeds 100000 [--start S] [--replicas 3|5]
-        [--steps N]
+        [--steps N] [--no-membership]
     python -m headwater.server.replicated.simulator --seed S --trace
 """
 
@@ -232,20 +243,32 @@ class Invariants:
             self.confirmed.setdefault(ident, index)
 
     def check_durable(self, only: int | None = None) -> None:
-        """Every acknowledged entry (or the one at `only`) is on the fsynced disks of a quorum
-        of replicas: checked when one is acknowledged, and whenever a disk loses entries."""
-        servers = self.sim.servers
-        need = quorum(len(servers))
+        """Every acknowledged entry (or the one at `only`) is on the fsynced disks of every
+        member of the current record's `in_sync`, and of a quorum of its peers (peers added
+        and not yet in `in_sync` left out: a group growing is as durable as before): checked
+        when one is acknowledged, when a disk loses entries, and when the record changes."""
+        sim = self.sim
+        record = sim.history[-1]
+        members = [sim.by_name[name] for name in sorted(record.in_sync)]
+        peers = [sim.by_name[name] for name in record.peers]
+        # A quorum of the peers, those added and not yet once in in_sync left out.
+        need = quorum(len(set(record.peers) - sim.fresh))
         for index in sorted(self.acked) if only is None else [only]:
             entry = self.committed[index - 1]
-            holders = sum(1 for s in servers if s.holds(index, entry))
+            holders = sum(1 for s in peers if s.holds(index, entry))
             if holders < need:
                 self.fail(f"acknowledged {entry} is on {holders} disks, fewer than {need}")
+            for s in members:
+                if not s.holds(index, entry):
+                    self.fail(f"acknowledged {entry} is not on {s.name}'s disk, in in_sync")
 
     def check_final(self) -> None:
         self.check_durable()
         committed = self.committed
+        peers = set(self.sim.history[-1].peers)
         for s in self.sim.servers:
+            if s.name not in peers:
+                continue  # not a replica of the group (any more): nothing is asked of it
             replica = s.replica
             assert replica is not None
             if replica.last_index != len(committed) or replica.log != committed[replica.base :]:
@@ -305,6 +328,7 @@ class Simulation:
         trace: bool = False,
         stepdowns: bool = True,
         reads: bool = True,
+        membership: bool = True,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -325,16 +349,22 @@ class Simulation:
         self.step = 0
         self._seq = 0
         self._events: list[tuple[int, int, str, tuple[Any, ...]]] = []
-        self.servers = [Server(f"s{i}") for i in range(1, replicas + 1)]
+        self.membership = membership
+        self.member_rng = random.Random(seed * 15_485_863 + 3)  # membership's own generator
+        self.removals = 0  # replicas deleted after leaving the group
+        count = max(replicas, 5) if membership else replicas
+        self.servers = [Server(f"s{i}") for i in range(1, count + 1)]
         self.by_name = {s.name: s for s in self.servers}
-        names = tuple(s.name for s in self.servers)
+        names = tuple(s.name for s in self.servers)[:replicas]
         first = self.rng.choice(names)
         self.history = [GroupRecord(names, 1, first, frozenset(names), revision=1)]
+        self.desired: tuple[str, ...] = names  # the peers wanted (the placement's, for real)
+        self.fresh: set[str] = set()  # peers added and never in in_sync since
         # Network faults.
         self.loss = 0.05
         self.dup = 0.03
         self.max_delay = 30
-        self.group: dict[str, int] = {name: 0 for name in names}
+        self.group: dict[str, int] = {s.name: 0 for s in self.servers}
         self.healing = False
         # The client.
         self.issued = 0
@@ -345,6 +375,8 @@ class Simulation:
             self._start(s)
         self._at(self.rng.randint(0, 50), "client_new", ())
         self._at(self.rng.randint(50, 300), "chaos", ())
+        if membership:
+            self._at(self.member_rng.randint(300, 2000), "members", ())
         if stepdowns:
             self._at(self.stepdown_rng.randint(200, 1500), "stepdown", ())
         if reads:
@@ -515,15 +547,36 @@ class Simulation:
             record = self.history[s.watch_rev]
             s.watch_rev += 1
             self._do(s, s.replica.on_record(record))
+            if s.replica is not None and self._removed(s):
+                return
             if s.watch_rev < len(self.history):
                 self._watch_soon(s)
+
+    def _removed(self, s: Server) -> bool:
+        """Delete `s`'s replica when etcd's record (read now, as the server side confirms
+        before it deletes) does not list it and it is not wanted: it starts again empty."""
+        if not self.membership or s.name in self.history[-1].peers or s.name in self.desired:
+            return False
+        if not (s.durable or s.disk_base or s.snap is not None or s.app.applied):
+            return False  # nothing to delete
+        self.removals += 1
+        if self.trace:
+            print(f"        {s.name} is deleted (not a peer any more)")
+        self._crash(s)
+        s.durable, s.disk_base, s.disk_base_epoch, s.snap = [], 0, 0, None
+        self._start(s)
+        return True
 
     def _ev_cas(self, name: str, life: int, new: GroupRecord, expected: int) -> None:
         current = self.history[-1]
         ok = current.revision == expected
         if ok:
+            before = current
             current = replace(new, revision=current.revision + 1)
             self.history.append(current)
+            self.fresh |= set(current.peers) - set(before.peers)
+            self.fresh &= set(current.peers) - current.in_sync
+            self.inv.check_durable()
             if self.trace:
                 print(f"        etcd: {current}")
             for s in self.servers:
@@ -544,7 +597,12 @@ class Simulation:
         for _ in range(copies):
             if self.rng.random() < self.loss or self.group[src] != self.group[dst]:
                 continue
-            self._at(self.now + self.rng.randint(1, self.max_delay), kind, (src, dst, msg, *extra))
+            delay = self.rng.randint(1, self.max_delay)
+            if self.membership and not self.healing and self.member_rng.random() < 0.01:
+                # Now and then a message is held up for seconds (a route's queue behind a
+                # stalled connection): long enough to outlive a replica removed and added.
+                delay = self.member_rng.randint(500, 3000)
+            self._at(self.now + delay, kind, (src, dst, msg, *extra))
 
     def _ev_snap(self, src: str, dst: str, msg: SendSnapshot, app: App) -> None:
         s = self.by_name[dst]
@@ -610,6 +668,9 @@ class Simulation:
                 # The client finds the leader by its rejections' hints; the announcement is
                 # checked: one epoch, one leader.
                 self.inv.on_leadership(s, action)
+                if action.leading and self.membership:
+                    # As the server side: a new leader is told the peers wanted.
+                    self._do(s, replica.change_peers(self.desired))
             elif isinstance(action, ProposeRecord):
                 if s.etcd_ok:
                     delay = self.rng.randint(1, 60)
@@ -742,6 +803,26 @@ class Simulation:
             self._at(back, "rejoin", (s.name,))
         self._at(self.now + rng.randint(1000, 4000), "isolate", ())
 
+    @property
+    def peer_changes(self) -> int:
+        """How many times etcd's record changed the group's peers."""
+        pairs = zip(self.history, self.history[1:], strict=False)
+        return sum(1 for a, b in pairs if a.peers != b.peers)
+
+    def _ev_members(self) -> None:
+        """The wanted peers change (STREAM.UPDATE of num_replicas, or a peer removed)."""
+        rng = self.member_rng
+        if self.healing:
+            return
+        size = rng.choice((1, 3, 3, 5, 5))
+        self.desired = tuple(sorted(rng.sample(sorted(self.by_name), size)))
+        if self.trace:
+            print(f"        peers wanted: {self.desired}")
+        for s in self.servers:
+            if s.replica is not None and s.replica.is_leader:
+                self._do(s, s.replica.change_peers(self.desired))
+        self._at(self.now + rng.randint(300, 2000), "members", ())
+
     def _ev_rejoin(self, name: str) -> None:
         if self.group[name] == 2:
             self.group[name] = 0
@@ -771,13 +852,18 @@ class Simulation:
             print(f"{self.now:>7} heal")
 
     def _ev_converged(self) -> str | None:
-        replicas = [s.replica for s in self.servers]
-        leaders = [r for r in replicas if r is not None and r.is_leader]
-        if self.issued >= self.n_ops and not self.pending and len(leaders) == 1:
+        record = self.history[-1]
+        members = [s for s in self.servers if s.name in record.peers]
+        leaders = [s.replica for s in self.servers if s.replica is not None and s.replica.is_leader]
+        done = set(record.peers) == set(self.desired)
+        if self.issued >= self.n_ops and not self.pending and len(leaders) == 1 and done:
             lead = leaders[0]
+            assert lead is not None
             if all(
-                r is not None and _same_log(r, lead) and s.app.applied == lead.last_index
-                for s, r in zip(self.servers, replicas, strict=True)
+                s.replica is not None
+                and _same_log(s.replica, lead)
+                and s.app.applied == lead.last_index
+                for s in members
             ):
                 return "converged"
         self._at(self.now + 100, "converged?", ())
@@ -804,13 +890,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replicas", type=int, choices=(3, 5), default=3)
     parser.add_argument("--steps", type=int, default=4000, help="events in the fault phase")
     parser.add_argument("--trace", action="store_true", help="print every event and action")
+    parser.add_argument(
+        "--no-membership", action="store_true", help="a fixed group (the runs from before)"
+    )
     args = parser.parse_args(argv)
     seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
-    failures = installs = with_installs = transfers = reads = 0
+    failures = installs = with_installs = transfers = reads = changes = removals = 0
     started = time.monotonic()
     for seed in seeds:
         try:
-            sim = run_seed(seed, args.replicas, args.steps, trace=args.trace)
+            membership = not args.no_membership
+            sim = run_seed(seed, args.replicas, args.steps, trace=args.trace, membership=membership)
         except Violation as exc:
             failures += 1
             print(f"FAIL {exc}", flush=True)
@@ -819,12 +909,15 @@ def main(argv: list[str] | None = None) -> int:
         with_installs += sim.installs > 0
         transfers += sim.transfers
         reads += sim.reads_ready
+        changes += sim.peer_changes
+        removals += sim.removals
     elapsed = time.monotonic() - started
     count = len(seeds)
     print(
         f"{count} seeds, {failures} failed, {count / max(elapsed, 1e-9):.1f} seeds/s; "
         f"{installs} snapshot installs (catch-up from a snapshot) in {with_installs} seeds; "
-        f"{transfers} leaderships handed over by step-down; {reads} linearizable reads"
+        f"{transfers} leaderships handed over by step-down; {reads} linearizable reads; "
+        f"{changes} changes of peers, {removals} replicas deleted"
     )
     return 1 if failures else 0
 
