@@ -16,6 +16,7 @@ import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
@@ -23,6 +24,7 @@ from nats.aio.client import Client
 from nats.errors import TimeoutError as NatsTimeoutError
 
 from headwater.server.connections.internal import InternalClient
+from headwater.server.jetstream import groupsnapshot
 from headwater.server.jetstream.accountinfo import Resources
 from headwater.server.jetstream.stream import Stream, store_limits
 from headwater.server.jetstream.streamconfig import StreamConfig
@@ -341,3 +343,31 @@ async def test_expiry_follows_the_leaders_clock(replicas: list[Replica], nc: Cli
     await wait_until(lambda: alike(replicas, 0), 5, "expired on every replica")
     for replica in replicas:
         assert replica.stream.state().last_seq == 1
+
+
+async def test_an_install_slower_than_the_resends_still_completes(
+    compacting: Compacting, nc: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader sends a follower that still lacks its state a snapshot again every
+    `snapshot_interval` (1 s), and a large one takes longer than that to install: each one
+    that arrived used to cancel the install in progress, so none ever completed (found by
+    the catch-up benchmark, 200,000 messages). An install in progress now completes and the
+    snapshots arriving meanwhile are dropped."""
+    real_install = groupsnapshot.install
+
+    async def slow_install(*args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(2.5)  # longer than two resends
+        return await real_install(*args, **kwargs)
+
+    acks = await publish_many(nc, "a", 3 * COMPACT)
+    assert len(acks) == 3 * COMPACT
+    await wait_until(lambda: alike(compacting.up(), 3 * COMPACT), 10, "replicated")
+    (leader,) = [r for r in compacting.up() if r.group.runner.is_leader]
+    behind = next(r for r in compacting.up() if r is not leader)
+    await compacting.stop(behind.name)
+    await publish_many(nc, "b", 4 * COMPACT)
+    monkeypatch.setattr(groupsnapshot, "install", slow_install)
+    back = await compacting.start(behind.name)
+    await wait_until(lambda: alike(compacting.up(), 7 * COMPACT), 15, "caught up")
+    assert back.group.snapshots_installed == 1
+    assert leader.group.snapshots_sent >= 2  # it did send again while the install ran

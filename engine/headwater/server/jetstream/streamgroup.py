@@ -624,9 +624,17 @@ class StreamGroup:
         task.add_done_callback(done)
 
     def _on_snapshot(self, index: int, epoch: int, sink: FileSink) -> None:
-        """A snapshot arrived whole: install it in a task (the transfer takes one at a time)."""
+        """A snapshot arrived whole: install it in a task (the transfer takes one at a time).
+        One arriving while another installs is dropped, even a later one: the leader sends
+        again every ``snapshot_interval`` while this replica lacks its state, and a large
+        install takes longer than that, so cancelling for each newcomer would never finish
+        one. After the install the log (or the next snapshot) goes on from its index."""
         if self._installing is not None and not self._installing.done():
-            self._installing.cancel()  # a later one superseded it
+            log.debug("stream %r: snapshot at %d dropped: one installs", self.stream.name, index)
+            # Off the loop (a large file's blocks are freed by the unlink); the executor runs
+            # it whether or not anyone awaits it.
+            asyncio.get_running_loop().run_in_executor(None, _unlink, sink.path)
+            return
         task = asyncio.get_running_loop().create_task(self._install(index, epoch, sink.path))
         self._installing = task
 
@@ -793,3 +801,8 @@ class _Campaigns:
                 )
             return False, None
         return await self.store.compare_and_swap(stream, new, expected_revision)
+
+
+def _unlink(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)

@@ -249,9 +249,12 @@ def _check_clustered(js: JetStreamService, opts: HealthzOptions, health: _Health
             if group is not None and group.current():
                 continue
             if group is None:
-                if placed.config is None or js.streams.holder(name) is not None:
-                    continue  # being created, or its replica opening here right now
-                text += ": stream not found"
+                if placed.config is None:
+                    continue  # being created: its config is not in the placement yet
+                if js.streams.holder(name) is None:
+                    text += ": stream not found"
+                # Else its replica is opening here (a file store cut back to its checkpoint,
+                # its log read): not current until it opened and caught up.
         elif name in js.streams or js.streams.holder(name) is not None:
             continue  # live, or being created, deleted or restored right now
         else:

@@ -37,11 +37,14 @@ Rules implemented (the reasons are in docs/REPLICATION.md):
    every `in_sync` member matched it in the new epoch); it is there so that a follower's
    uncommitted entries of an older epoch past the leader's log end meet a conflict and are
    cut back. Followers apply up to min(leader's commit, their durable index).
-4. The leader takes a follower out of `in_sync` when it made no durable progress for
-   `sync_timeout` while it lacks entries, only if a quorum remains; it puts one back when
-   its durable index in this epoch reaches both the commit index and the leader's last
-   index at the start of its epoch (the commit index alone may lag what the previous leader
-   committed). One record change in flight at a time. Heartbeats every `heartbeat_interval`.
+4. The leader takes a follower out of `in_sync` when for `sync_timeout` it made no durable
+   progress while lacking entries, or gave no answer at all (caught up, it answers every
+   heartbeat; a read round needs every member's echo, so a member that is down must go even
+   while no entry waits, or reads of an idle stream stall), only if a quorum remains; it
+   puts one back when its durable index in this epoch reaches both the commit index and the
+   leader's last index at the start of its epoch (the commit index alone may lag what the
+   previous leader committed). One record change in flight at a time. Heartbeats every
+   `heartbeat_interval`.
 5. A member of `in_sync` that heard nothing valid from the leader for `election_timeout`
    plus a stagger (its rank in the sorted peers; a record change the leader made counts as
    hearing from it) fences the current epoch, then proposes
@@ -1034,8 +1037,8 @@ class Replica:
         if len(rec.in_sync) - 1 < quorum(len(rec.peers)):
             return []
         for f in sorted(rec.in_sync - {self.name}):
-            waiting = self._match.get(f, 0) < self.last_index
-            if waiting and self.now - self._progress.get(f, self.now) > self.config.sync_timeout:
+            # Progress: durable growth, or an ok answer caught up (every heartbeat gets one).
+            if self.now - self._progress.get(f, self.now) > self.config.sync_timeout:
                 new = replace(rec, in_sync=rec.in_sync - {f}, revision=0)
                 return self._propose(new, rec.revision, campaign=False)
         return []
