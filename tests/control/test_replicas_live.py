@@ -37,7 +37,7 @@ pytestmark = pytest.mark.timeout(90)
 
 #: Headwater's 10052 texts for what replicated streams cannot do yet (its
 #: jetstream/streamconfig_update.py and streamconfig_validate.py); asserted on the CLI's output.
-REPLICAS_CHANGE_NOT_YET = "changing num_replicas is not supported yet"
+REPLICAS_CHANGE_NOT_YET = "changing num_replicas from or to 1 is not supported yet"
 
 
 @pytest.fixture(scope="module", params=KINDS)

@@ -11,8 +11,7 @@ from headwater.server.jetstream import api
 def test_every_consumer_route_has_a_handler() -> None:
     for route in api.CONSUMER_ROUTES:
         assert route.type.startswith("io.nats.jetstream.api.v1.consumer_")
-        if route.handler != "cluster_required":
-            assert callable(getattr(ConsumerApi, route.handler))
+        assert callable(getattr(ConsumerApi, route.handler))
 
 
 @pytest.mark.parametrize(

@@ -179,7 +179,7 @@ def test_dedupe_forgets_ids_outside_the_window() -> None:
         ("STREAM.MSG.DELETE.X", "msg_delete"),
         ("STREAM.NAMES", "stream_names"),
         ("STREAM.LEADER.STEPDOWN.X", "stream_leader_stepdown"),
-        ("STREAM.PEER.REMOVE.X", "cluster_required"),
+        ("STREAM.PEER.REMOVE.X", "stream_remove_peer"),
     ],
 )
 def test_routes_match_whole_token_patterns(subject: str, handler: str) -> None:

@@ -87,7 +87,7 @@ ROUTES: tuple[Route, ...] = (
     Route(
         ("STREAM", "LEADER", "STEPDOWN", "*"), "stream_leader_stepdown", "stream_leader_stepdown"
     ),
-    Route(("STREAM", "PEER", "REMOVE", "*"), "cluster_required", "stream_remove_peer"),
+    Route(("STREAM", "PEER", "REMOVE", "*"), "stream_remove_peer", "stream_remove_peer"),
 )
 
 #: Consumer endpoints, served by :class:`headwater.server.consumers.api.ConsumerApi` (the

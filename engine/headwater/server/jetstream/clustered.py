@@ -56,7 +56,7 @@ from headwater.server.replicated.groupstore import GroupStore
 from headwater.server.routing.subjects import SERVERS_ONLY
 from headwater.server.subscription import Subscription
 
-from . import errors
+from . import errors, groupmembers
 from .api import GATHERED, Request, Route
 from .peers import peer_id
 from .replicas import Replicas
@@ -94,6 +94,7 @@ META_CHANGES = frozenset(
         "consumer_durable_create",
         "consumer_delete",
         "consumer_pause",
+        "stream_remove_peer",
     }
 )
 """Requests that change the cluster's metadata (nats-server sends them through its meta
@@ -475,7 +476,7 @@ class ClusteredJetStream:
             if not self.in_touch():
                 raise errors.CLUSTER_NOT_AVAIL.exc()  # whether it exists is etcd's to say
             try:
-                placed = await self._read_placement(stream)
+                placed = await self.read_placement(stream)
             except MetaError:
                 raise errors.CLUSTER_NOT_AVAIL.exc() from None
         if placed is None:
@@ -542,13 +543,78 @@ class ClusteredJetStream:
         placed = self.placements.get(cfg.name)
         if placed is None:
             try:
-                placed = await self._read_placement(cfg.name)
+                placed = await self.read_placement(cfg.name)
             except MetaError:
                 raise errors.CLUSTER_NOT_AVAIL.exc() from None
         if placed is None or not placed.replicated or placed.peers[0] != self.name:
             raise errors.CLUSTER_NOT_AVAIL.exc()
         value = _placement(placed.server, placed.peers, cfg)
         return await self.replicas.create(cfg, placed.peers, value)
+
+    # --- a replicated stream's peers ------------------------------------------------------
+
+    async def resize_group(self, cfg: StreamConfig, leader: str, in_sync: frozenset[str]) -> None:
+        """STREAM.UPDATE changing a replicated stream's ``num_replicas`` (here, where it
+        leads): the wanted peers grown or shrunk (:func:`groupmembers.resized`) into its
+        placement, with the new config."""
+        placed = await self._placed_group(cfg.name)
+        candidates, load = await self._candidates(cfg)
+        peers = groupmembers.resized(
+            placed.peers,
+            cfg.num_replicas,
+            leader=leader,
+            in_sync=in_sync,
+            candidates=candidates,
+            load=load,
+        )
+        await self._set_peers(cfg.name, placed, peers, cfg)
+
+    async def remove_group_peer(self, cfg: StreamConfig, peer: str) -> None:
+        """STREAM.PEER.REMOVE of a replicated stream (here, where it leads): ``peer``
+        replaced in its wanted peers (:func:`groupmembers.replaced`)."""
+        placed = await self._placed_group(cfg.name)
+        candidates, load = await self._candidates(cfg)
+        peers = groupmembers.replaced(placed.peers, peer, candidates=candidates, load=load)
+        await self._set_peers(cfg.name, placed, peers, cfg)
+
+    async def _placed_group(self, stream: str) -> Placement:
+        try:
+            placed = await self.read_placement(stream, refresh=True)
+        except MetaError:
+            raise errors.CLUSTER_NOT_AVAIL.exc() from None
+        if placed is None or not placed.replicated:
+            raise errors.CLUSTER_NOT_AVAIL.exc()
+        return placed
+
+    async def _candidates(self, cfg: StreamConfig) -> tuple[list[str], dict[str, int]]:
+        """The registered servers a replica of ``cfg``'s stream may go to (its placement's
+        tags), and how many streams each holds."""
+        try:
+            registered = await self._registered()
+        except MetaError:
+            raise errors.CLUSTER_NOT_AVAIL.exc() from None
+        tags = set(cfg.placement.tags) if cfg.placement is not None else set()
+        load: dict[str, int] = {}
+        for placed in self.placements.values():
+            for server in placed.peers or (placed.server,):
+                load[server] = load.get(server, 0) + 1
+        return [p.name for p in registered if tags <= set(p.tags)], load
+
+    async def _set_peers(
+        self, stream: str, placed: Placement, peers: tuple[str, ...], cfg: StreamConfig
+    ) -> None:
+        """The placement of ``stream`` with ``peers`` wanted: every server's watch sees it
+        (a new peer opens its replica, the leader changes the group's record toward it)."""
+        assert self.meta is not None
+        server = placed.server if placed.server in peers else peers[0]
+        value = _placement(server, peers, cfg)
+        try:
+            await asyncio.wait_for(self.meta.put(f"{STREAMS}{stream}", value), API_ETCD_TIMEOUT)
+        except (MetaError, TimeoutError) as exc:  # a put timed out may still land: retried
+            log.error("JetStream cluster: peers of %r not changed: %s", stream, exc)
+            raise errors.CLUSTER_NOT_AVAIL.exc() from None
+        self.placements[stream] = Placement(server, peers, cfg)
+        self.replicas.follow(stream, peers, cfg)
 
     async def _confirm_quorum(self) -> None:
         """10008 unless a member with a quorum answers now: a change made here while this
@@ -561,7 +627,7 @@ class ClusteredJetStream:
         except MetaError:
             raise errors.CLUSTER_NOT_AVAIL.exc() from None
 
-    async def _read_placement(self, stream: str, refresh: bool = False) -> Placement | None:
+    async def read_placement(self, stream: str, refresh: bool = False) -> Placement | None:
         """The stream's placement as etcd has it now (cached; ``refresh`` replaces what the
         cache held), or None; MetaError when etcd did not answer."""
         if self.meta is None:
@@ -590,7 +656,7 @@ class ClusteredJetStream:
                 return
             # Another server claimed the name first: etcd's placement stands, and this copy
             # is said out loud, never merged.
-            placed = await self._read_placement(stream, refresh=True)
+            placed = await self.read_placement(stream, refresh=True)
             if placed is not None and placed.server != self.name:
                 log.error(
                     "JetStream cluster: stream %r is placed on %s, yet a copy is here",

@@ -90,12 +90,42 @@ class Replicas:
 
     def follow(self, name: str, peers: tuple[str, ...], config: StreamConfig | None) -> None:
         """The placement of ``name`` is (now) this: open a replica here if this server is a
-        peer and the config is known (its creating server writes it after the peers)."""
+        peer and the config is known (its creating server writes it after the peers); tell
+        the replica here the peers wanted (they change by STREAM.UPDATE and PEER.REMOVE)."""
+        group = self.groups.get(name)
+        if group is not None:
+            group.set_wanted(peers)
+            return
         if config is None or self.clustered.name not in peers:
             return
-        if name in self.groups or name in self._work:
+        if name in self._work:
             return
         self._start(name, self._open(config))
+
+    def _left(self, name: str) -> None:
+        """The replica of ``name`` here is out of its group's record and not wanted (its
+        :attr:`StreamGroup.on_left`): delete it once etcd confirms both."""
+        if name in self.groups and name not in self._work:
+            self._start(name, self._remove_if_gone(name))
+
+    async def _remove_if_gone(self, name: str) -> None:
+        """Delete the replica of ``name`` if etcd, read now, neither lists this server in the
+        group's record nor wants it (a watch may lag: a peer added again since keeps it)."""
+        meta = self.clustered.meta
+        assert meta is not None
+        me = self.clustered.name
+        try:
+            record = await GroupStore(meta).read(name)
+            placed = await self.clustered.read_placement(name, refresh=True)
+        except Exception as exc:  # etcd out of reach: the next record seen asks again
+            log.warning("JetStream cluster: replica of %r not removed yet: %s", name, exc)
+            return
+        if record is not None and me in record.peers:
+            return
+        if placed is not None and me in placed.peers:
+            return
+        log.info("JetStream cluster: replica of %r is no longer a peer here: deleted", name)
+        await self.remove(name, advise=False)
 
     def forget(self, name: str) -> None:
         """The placement of ``name`` is gone: remove the replica here, and its log (after
@@ -186,6 +216,10 @@ class Replicas:
                     consumers=svc.consumers,
                     file=file,
                 )
+                placed = self.clustered.placements.get(name)
+                if placed is not None and placed.replicated:
+                    group.wanted = placed.peers
+                group.on_left = lambda: self._left(name)
                 claim.install(stream)
                 await group.start()
             except Exception:
@@ -199,14 +233,15 @@ class Replicas:
 
     # Removing -----------------------------------------------------------------------------
 
-    async def remove(self, name: str) -> None:
-        """Stop the replica of ``name`` and delete it here: its stream and its log."""
+    async def remove(self, name: str, advise: bool = True) -> None:
+        """Stop the replica of ``name`` and delete it here: its stream and its log. With
+        ``advise`` (the stream is deleted, not only this replica), the delete advisory."""
         group = self.groups.pop(name, None)
         if group is None:
             return
         await self._close(name, group)
         with contextlib.suppress(errors.ApiErrorException):
-            await self.service.delete_stream(name)
+            await self.service.delete_stream(name, advise=advise)
         directory = groups_dir(self.service.root) / name
         await asyncio.to_thread(shutil.rmtree, directory, True)
 

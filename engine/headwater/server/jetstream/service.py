@@ -286,7 +286,7 @@ class JetStreamService:
         self.advise_action(cfg, "modify")
         return stream
 
-    async def delete_stream(self, name: str) -> None:
+    async def delete_stream(self, name: str, advise: bool = True) -> None:
         try:
             claim, stream = self.streams.claim_live(name, "being deleted")
         except NameTaken as exc:
@@ -297,7 +297,8 @@ class JetStreamService:
             await stream.delete()
             if stream.directory is not None:
                 await asyncio.to_thread(layout.remove_stream_dir, stream.directory)
-        self.advise_action(stream.config, "delete")
+        if advise:
+            self.advise_action(stream.config, "delete")
 
     def advise_action(self, cfg: StreamConfig, action: str) -> None:
         """The stream_action advisory for a lifecycle change made through the API."""

@@ -59,6 +59,7 @@ _PURGE_REQUEST = GoType(
     "server.JSApiStreamPurgeRequest", "struct", {"seq": _U64, "filter": _STR, "keep": _U64}
 )
 _DELETE_REQUEST = GoType("server.JSApiMsgDeleteRequest", "struct", {"seq": _U64, "no_erase": _BOOL})
+_PEER_REMOVE_REQUEST = GoType("server.JSApiStreamRemovePeerRequest", "struct", {"peer": _STR})
 _STEPDOWN_REQUEST = GoType(
     "server.JSApiLeaderStepdownRequest",
     "struct",
@@ -203,8 +204,30 @@ class StreamApi:
         svc = self.service
         return account_info(svc.streams.values(), svc.stats, svc.domain)
 
-    async def cluster_required(self, req: Request) -> dict[str, Any]:
-        raise errors.CLUSTER_REQUIRED.exc()
+    async def stream_remove_peer(self, req: Request) -> dict[str, Any]:
+        """STREAM.PEER.REMOVE, here on the server leading the stream (the cluster sends it
+        on to it): the peer is replaced by another server, as nats-server keeps the replica
+        count (10075 when no server can take its place, 10040 for a server not a peer)."""
+        clustered = self.service.clustered
+        if clustered is None:
+            raise errors.CLUSTER_REQUIRED.exc()
+        peer = ""
+        if not is_empty_request(req.body):
+            fields = decode_request(req.body, _PEER_REMOVE_REQUEST, "JSApiStreamRemovePeerRequest")
+            peer = fields.get("peer") or ""
+        if not peer:
+            raise errors.BAD_REQUEST.exc()
+        stream = self._lookup(_stream_name(req))
+        group = stream.group
+        if group is None:
+            # An R1 stream is no group: it cannot move to another server here (yet).
+            if peer != clustered.name:
+                raise errors.CLUSTER_PEER_NOT_MEMBER.exc()
+            raise errors.PEER_REMAP.exc()
+        if not group.runner.is_leader:
+            raise errors.CLUSTER_NOT_AVAIL.exc()  # sent here, but this replica lost the lead
+        await clustered.remove_group_peer(stream.config, peer)
+        return {"success": True}
 
     async def stream_leader_stepdown(self, req: Request) -> dict[str, Any]:
         """STREAM.LEADER.STEPDOWN, here on the server leading the stream (the cluster sends
@@ -274,14 +297,22 @@ class StreamApi:
 
     async def _update_replicated(self, stream: Stream, cfg: StreamConfig) -> None:
         """A replicated stream's new config goes into its log; every replica applies it there
-        (the leader, which answers, included)."""
-        assert stream.group is not None
+        (the leader, which answers, included). A new ``num_replicas`` first changes the peers
+        its placement wants (the group follows: docs/REPLICATION.md, "Changing the
+        peers")."""
+        group = stream.group
+        assert group is not None
         old = stream.config
         if cfg.subject_delete_marker_ttl > 0 and old.subject_delete_marker_ttl <= 0:
             # Turning markers on scans the stream for them in the background, which replicas
             # would finish at different points of their logs.
             raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_MARKERS_ON_NOT_YET)
-        await stream.group.submit(groupops.UpdateConfig(groupops.encode_config(cfg)))
+        if cfg.num_replicas != old.num_replicas:
+            clustered, record = self.service.clustered, group.runner.record
+            if clustered is None or record is None or not group.runner.is_leader:
+                raise errors.CLUSTER_NOT_AVAIL.exc()
+            await clustered.resize_group(cfg, group.runner.name, record.in_sync)
+        await group.submit(groupops.UpdateConfig(groupops.encode_config(cfg)))
         self.service.advise_action(cfg, "modify")
 
     def _in_cluster(self, body: dict[str, Any], stream: Stream) -> dict[str, Any]:

@@ -17,6 +17,11 @@ group's log (a :class:`GroupRunner`) (docs/REPLICATION.md, "Applying").
 - **Expiry** follows the leader's clock: when the stream's expiry timer fires on the leader
   it proposes :class:`groupops.Expire` (one at a time), and the timer is armed again once an
   Expire is applied. Replicas remove nothing by their own clocks.
+- **Peers** (docs/REPLICATION.md, "Changing the peers"): :meth:`StreamGroup.set_wanted` gives
+  the peers the stream's placement wants; the replica leading hands them to its runner (the
+  core's rule 10), now and whenever it starts leading. A replica that sees a record without
+  itself while it is not wanted either calls ``on_left``: its server deletes it, after
+  reading etcd.
 - **Leadership**: the runner's ``on_leadership`` makes the stream take its messages, or stop,
   and a replica that starts leading sends ``$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED``; a
   leader that cannot reach a quorum sends ``QUORUM_LOST`` (the runner's ``on_quorum_lost``).
@@ -316,6 +321,10 @@ class StreamGroup:
         self._checkpoint_due = asyncio.Event()
         self._closing = False
         self._checkpointing: asyncio.Task[None] | None = None
+        self.wanted: tuple[str, ...] | None = None
+        """The peers the stream's placement wants (None: not told yet)."""
+        self.on_left: Callable[[], None] = _nothing
+        """Called when this replica is neither in the group's record nor wanted."""
         if file is not None and file.state is not None:
             self._restore(file)
 
@@ -697,12 +706,29 @@ class StreamGroup:
         if type(answer) is not str:
             answer(None)
 
+    def set_wanted(self, peers: tuple[str, ...]) -> None:
+        """The peers the stream's placement wants now: the leader changes the group toward
+        them; a replica not wanted goes once the record no longer lists it."""
+        self.wanted = peers
+        if self.leading:
+            self.runner.change_peers(peers)
+        self.seen_record(self.runner.record)
+
+    def seen_record(self, record: GroupRecord | None) -> None:
+        """A record of the group (the watch's): is this replica out of it, and unwanted?"""
+        me = self.runner.name
+        if record is None or self.wanted is None or me in record.peers or me in self.wanted:
+            return
+        self.on_left()
+
     def _on_leadership(self, leading: bool, epoch: int) -> None:
         self.leading = leading
         if not leading:
             self._epoch_committed = False
             self.consumers.deactivate()
         if leading:
+            if self.wanted is not None:
+                self.runner.change_peers(self.wanted)
             self._advise("LEADER_ELECTED")
             self.leader_since = time.time_ns()
             # Times never go back across leaders, whatever this server's clock says: a
@@ -783,8 +809,14 @@ class _Campaigns:
         self.group = group
         self._warned = False
 
-    def watch(self, stream: str) -> AsyncGenerator[GroupRecord, None]:
-        return self.store.watch(stream)
+    async def watch(self, stream: str) -> AsyncGenerator[GroupRecord, None]:
+        records = self.store.watch(stream)
+        try:
+            async for record in records:
+                yield record  # the runner takes it in first
+                self.group.seen_record(record)
+        finally:
+            await records.aclose()
 
     async def compare_and_swap(
         self, stream: str, new: GroupRecord, expected_revision: int
@@ -801,6 +833,10 @@ class _Campaigns:
                 )
             return False, None
         return await self.store.compare_and_swap(stream, new, expected_revision)
+
+
+def _nothing() -> None:
+    return None
 
 
 def _unlink(path: Path) -> None:

@@ -1,0 +1,214 @@
+"""A replicated stream's peers change: STREAM.UPDATE of ``num_replicas`` (3 to 5 and back) and
+STREAM.PEER.REMOVE, on a 5-server cluster of each kind (Headwater on etcd, nats-server).
+
+Both must: answer the update with the new count at once and then move the stream there
+(STREAM.INFO's ``cluster.replicas`` reaches the new peers, each current), keep every
+acknowledged message on the replicas added (a new one leads and holds them all), and take the
+removed replicas out; replace a removed peer by another server (the count kept), the leader
+included (another leads); refuse a server not a peer (10040), a request without one (10003)
+and an unknown stream (10059) with nats-server's codes. On Headwater a removed server also
+deletes its replica (``/jsz`` no longer lists the stream there). Where Headwater does not do
+what nats-server does yet (from or to one replica), it refuses with what is missing (10052).
+
+The scenarios share one cluster per kind, each on its own stream, deleted after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from cluster.helpers import KINDS, connect, js_api, require_nats_server, wait_jetstream, wait_until
+from cluster.test_replicated_streams import create, info, publish, r3
+from nats.aio.client import Client as NATS
+
+from headwater.testing import Cluster, monitor_json
+
+pytestmark = pytest.mark.timeout(120)
+PEER_REMOVE_TYPE = "io.nats.jetstream.api.v1.stream_remove_peer_response"
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def five(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    require_nats_server([request.param])
+    with Cluster(request.param, n=5, jetstream=True) as formed:
+        asyncio.run(wait_jetstream(formed, timeout=60))
+        yield formed
+
+
+@pytest.fixture
+async def nc(five: Cluster) -> AsyncIterator[NATS]:
+    conn = await connect(five.urls[0])
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+async def _replicas(nc: NATS, name: str) -> tuple[str | None, list[dict[str, Any]], int]:
+    """STREAM.INFO's leader, replicas and message count (None and [] while none answers)."""
+    try:
+        reply = await info(nc, name)
+    except Exception:  # an election under way: nobody answers for a moment
+        return None, [], -1
+    if "error" in reply:  # 10008 while the leadership moves
+        return None, [], -1
+    cluster = reply.get("cluster") or {}
+    return cluster.get("leader"), cluster.get("replicas") or [], reply["state"]["messages"]
+
+
+async def wait_peers(nc: NATS, name: str, count: int, messages: int) -> set[str]:
+    """Until the stream has a leader and ``count - 1`` current replicas, with ``messages``;
+    returns its peers (leader included)."""
+    found: list[set[str]] = []
+
+    async def settled() -> bool:
+        leader, replicas, held = await _replicas(nc, name)
+        current = [r["name"] for r in replicas if r.get("current")]
+        if leader and len(replicas) == count - 1 == len(current) and held == messages:
+            found.append({leader, *current})
+            return True
+        return False
+
+    await wait_until(settled, 30, f"{name} on {count} current peers with {messages} messages")
+    return found[-1]
+
+
+async def fill(nc: NATS, subject: str, start: int, count: int) -> None:
+    for i in range(start, start + count):
+        ack = await publish(nc, subject, f"m{i}".encode())
+        assert "error" not in ack, ack
+
+
+async def remove_peer(nc: NATS, name: str, body: Any = None) -> dict[str, Any]:
+    return await js_api(nc, f"$JS.API.STREAM.PEER.REMOVE.{name}", body, timeout=10)
+
+
+async def lead_on(nc: NATS, name: str, server: str) -> None:
+    """Hand the leadership to ``server`` (STREAM.LEADER.STEPDOWN with it preferred)."""
+
+    async def moved() -> bool:
+        leader, _, _ = await _replicas(nc, name)
+        if leader == server:
+            return True
+        body = {"placement": {"preferred": server}}
+        await js_api(nc, f"$JS.API.STREAM.LEADER.STEPDOWN.{name}", body, timeout=10)
+        return False
+
+    await wait_until(moved, 30, f"{server} leading {name}", interval=1.0)
+
+
+def hosts(cluster: Cluster, name: str) -> set[str]:
+    """The Headwater servers whose ``/jsz`` lists ``name`` (one per replica held)."""
+    held = set()
+    for i, srv in enumerate(cluster.servers):
+        jsz = monitor_json(srv.http_port, "/jsz?streams=true")
+        for acc in jsz.get("account_details") or []:
+            if any(s["name"] == name for s in acc.get("stream_detail") or []):
+                held.add(cluster.names[i])
+    return held
+
+
+def held_by(cluster: Cluster, name: str, peers: set[str]) -> Any:
+    async def check() -> bool:
+        return await asyncio.to_thread(hosts, cluster, name) == peers
+
+    return check
+
+
+async def test_growing_to_five_and_back_to_three(five: Cluster, nc: NATS) -> None:
+    config = r3("GROW", ["grow.>"], storage="file")
+    try:
+        await create(nc, config)
+        await fill(nc, "grow.a", 0, 20)
+        grown = await js_api(nc, "$JS.API.STREAM.UPDATE.GROW", {**config, "num_replicas": 5}, 10)
+        assert "error" not in grown, grown
+        assert grown["config"]["num_replicas"] == 5
+        await fill(nc, "grow.a", 20, 10)
+        peers = await wait_peers(nc, "GROW", 5, 30)
+        assert peers == set(five.names)
+        # Every server holds every acknowledged message: each leads in turn and has them all.
+        for server in five.names[3:]:
+            await lead_on(nc, "GROW", server)
+            leader, _, held = await _replicas(nc, "GROW")
+            assert (leader, held) == (server, 30)
+        shrunk = await js_api(nc, "$JS.API.STREAM.UPDATE.GROW", {**config, "num_replicas": 3}, 10)
+        assert "error" not in shrunk, shrunk
+        assert shrunk["config"]["num_replicas"] == 3
+        await fill(nc, "grow.a", 30, 5)
+        kept = await wait_peers(nc, "GROW", 3, 35)
+        if five.kinds[0] == "headwater":
+            await wait_until(held_by(five, "GROW", kept), 20, "the removed replicas deleted")
+    finally:
+        await js_api(nc, "$JS.API.STREAM.DELETE.GROW", timeout=10)
+
+
+async def test_a_removed_peer_is_replaced(five: Cluster, nc: NATS) -> None:
+    try:
+        created = await create(nc, r3("SWAP", ["swap.>"]))
+        await fill(nc, "swap.a", 0, 10)
+        leader = created["cluster"]["leader"]
+        follower = created["cluster"]["replicas"][0]["name"]
+        assert await remove_peer(nc, "SWAP", {"peer": follower}) == {
+            "type": PEER_REMOVE_TYPE,
+            "success": True,
+        }
+        await fill(nc, "swap.a", 10, 5)
+        peers = await wait_peers(nc, "SWAP", 3, 15)
+        assert follower not in peers and leader in peers
+        # The leader itself: another leads, and the count is kept.
+        assert (await remove_peer(nc, "SWAP", {"peer": leader})).get("success") is True
+        peers = await wait_peers(nc, "SWAP", 3, 15)
+        assert leader not in peers
+        await fill(nc, "swap.a", 15, 5)
+        await wait_peers(nc, "SWAP", 3, 20)
+        if five.kinds[0] == "headwater":
+            await wait_until(held_by(five, "SWAP", peers), 20, "the removed replicas deleted")
+    finally:
+        await js_api(nc, "$JS.API.STREAM.DELETE.SWAP", timeout=10)
+
+
+async def test_peer_removal_errors(five: Cluster, nc: NATS) -> None:
+    def error(code: int, err_code: int, description: str) -> dict[str, Any]:
+        return {
+            "type": PEER_REMOVE_TYPE,
+            "error": {"code": code, "err_code": err_code, "description": description},
+        }
+
+    try:
+        await create(nc, r3("ERRS", ["errs.>"]))
+        assert await remove_peer(nc, "ERRS", {"peer": "nope"}) == error(
+            400, 10040, "peer not a member"
+        )
+        assert await remove_peer(nc, "ERRS", {}) == error(400, 10003, "bad request")
+        assert await remove_peer(nc, "ERRS") == error(400, 10003, "bad request")
+        assert await remove_peer(nc, "NOPE", {"peer": "s1"}) == error(
+            404, 10059, "stream not found"
+        )
+        _, _, held = await _replicas(nc, "ERRS")
+        assert held == 0
+        await wait_peers(nc, "ERRS", 3, 0)  # nothing changed
+    finally:
+        await js_api(nc, "$JS.API.STREAM.DELETE.ERRS", timeout=10)
+
+
+async def test_from_or_to_one_replica(five: Cluster, nc: NATS) -> None:
+    """nats-server turns an R3 stream into an R1 one; Headwater refuses it for now (10052),
+    and the stream stays as it was (docs/DIFFERENCES.md)."""
+    config = r3("ONE", ["one.>"])
+    try:
+        await create(nc, config)
+        down = await js_api(nc, "$JS.API.STREAM.UPDATE.ONE", {**config, "num_replicas": 1}, 10)
+        if five.kinds[0] == "nats":
+            assert down["config"]["num_replicas"] == 1, down
+            return
+        assert down.get("error") == {
+            "code": 500,
+            "err_code": 10052,
+            "description": "changing num_replicas from or to 1 is not supported yet",
+        }, down
+        await wait_peers(nc, "ONE", 3, 0)
+    finally:
+        await js_api(nc, "$JS.API.STREAM.DELETE.ONE", timeout=10)
