@@ -569,7 +569,8 @@ async def test_what_replicas_cannot_do_yet_is_refused_for_what_it_is(
     change = {
         "code": 500,
         "err_code": 10052,
-        "description": "changing num_replicas from or to 1 is not supported yet",
+        "description": "changing num_replicas of a stream created with one replica is not "
+        "supported yet",
     }
     for nc in js_clients:
         reply = await js_api(

@@ -6,9 +6,10 @@ Both must: answer the update with the new count at once and then move the stream
 acknowledged message on the replicas added (a new one leads and holds them all), and take the
 removed replicas out; replace a removed peer by another server (the count kept), the leader
 included (another leads); refuse a server not a peer (10040), a request without one (10003)
-and an unknown stream (10059) with nats-server's codes. On Headwater a removed server also
-deletes its replica (``/jsz`` no longer lists the stream there). Where Headwater does not do
-what nats-server does yet (from or to one replica), it refuses with what is missing (10052).
+and an unknown stream (10059) with nats-server's codes; scale down to one replica and up
+again. On Headwater a removed server also deletes its replica (``/jsz`` no longer lists the
+stream there). Where Headwater does not do what nats-server does yet (a stream created with
+one replica made replicated), it refuses with what is missing (10052).
 
 The scenarios share one cluster per kind, each on its own stream, deleted after it.
 """
@@ -59,15 +60,17 @@ async def _replicas(nc: NATS, name: str) -> tuple[str | None, list[dict[str, Any
     return cluster.get("leader"), cluster.get("replicas") or [], reply["state"]["messages"]
 
 
-async def wait_peers(nc: NATS, name: str, count: int, messages: int) -> set[str]:
-    """Until the stream has a leader and ``count - 1`` current replicas, with ``messages``;
-    returns its peers (leader included)."""
+async def wait_peers(nc: NATS, name: str, count: int, messages: int, without: str = "") -> set[str]:
+    """Until the stream has a leader and ``count - 1`` current replicas (``without`` not
+    among them), with ``messages``; returns its peers (leader included)."""
     found: list[set[str]] = []
 
     async def settled() -> bool:
         leader, replicas, held = await _replicas(nc, name)
         current = [r["name"] for r in replicas if r.get("current")]
-        if leader and len(replicas) == count - 1 == len(current) and held == messages:
+        if not leader or without == leader or without in current or held != messages:
+            return False
+        if len(replicas) == count - 1 == len(current):
             found.append({leader, *current})
             return True
         return False
@@ -156,12 +159,11 @@ async def test_a_removed_peer_is_replaced(five: Cluster, nc: NATS) -> None:
             "success": True,
         }
         await fill(nc, "swap.a", 10, 5)
-        peers = await wait_peers(nc, "SWAP", 3, 15)
-        assert follower not in peers and leader in peers
+        peers = await wait_peers(nc, "SWAP", 3, 15, without=follower)
+        assert leader in peers
         # The leader itself: another leads, and the count is kept.
         assert (await remove_peer(nc, "SWAP", {"peer": leader})).get("success") is True
-        peers = await wait_peers(nc, "SWAP", 3, 15)
-        assert leader not in peers
+        peers = await wait_peers(nc, "SWAP", 3, 15, without=leader)
         await fill(nc, "swap.a", 15, 5)
         await wait_peers(nc, "SWAP", 3, 20)
         if five.kinds[0] == "headwater":
@@ -194,21 +196,42 @@ async def test_peer_removal_errors(five: Cluster, nc: NATS) -> None:
         await js_api(nc, "$JS.API.STREAM.DELETE.ERRS", timeout=10)
 
 
-async def test_from_or_to_one_replica(five: Cluster, nc: NATS) -> None:
-    """nats-server turns an R3 stream into an R1 one; Headwater refuses it for now (10052),
-    and the stream stays as it was (docs/DIFFERENCES.md)."""
+async def test_down_to_one_replica_and_up_again(five: Cluster, nc: NATS) -> None:
     config = r3("ONE", ["one.>"])
     try:
-        await create(nc, config)
+        created = await create(nc, config)
+        await fill(nc, "one.a", 0, 5)
         down = await js_api(nc, "$JS.API.STREAM.UPDATE.ONE", {**config, "num_replicas": 1}, 10)
-        if five.kinds[0] == "nats":
-            assert down["config"]["num_replicas"] == 1, down
-            return
-        assert down.get("error") == {
-            "code": 500,
-            "err_code": 10052,
-            "description": "changing num_replicas from or to 1 is not supported yet",
-        }, down
-        await wait_peers(nc, "ONE", 3, 0)
+        assert "error" not in down, down
+        assert down["config"]["num_replicas"] == 1
+        (alone,) = await wait_peers(nc, "ONE", 1, 5)
+        assert alone == created["cluster"]["leader"]  # the leader stays
+        await fill(nc, "one.a", 5, 5)
+        if five.kinds[0] == "headwater":
+            await wait_until(held_by(five, "ONE", {alone}), 20, "the two others deleted")
+        up = await js_api(nc, "$JS.API.STREAM.UPDATE.ONE", {**config, "num_replicas": 3}, 10)
+        assert "error" not in up, up
+        await wait_peers(nc, "ONE", 3, 10)
     finally:
         await js_api(nc, "$JS.API.STREAM.DELETE.ONE", timeout=10)
+
+
+async def test_a_stream_created_with_one_replica(five: Cluster, nc: NATS) -> None:
+    """nats-server turns a stream created with one replica into a replicated one; Headwater
+    refuses it for now (10052), and the stream stays as it was (docs/DIFFERENCES.md)."""
+    config = {**r3("PLAIN", ["plain.>"]), "num_replicas": 1}
+    try:
+        await create(nc, config)
+        up = await js_api(nc, "$JS.API.STREAM.UPDATE.PLAIN", {**config, "num_replicas": 3}, 10)
+        if five.kinds[0] == "nats":
+            assert up["config"]["num_replicas"] == 3, up
+            return
+        assert up.get("error") == {
+            "code": 500,
+            "err_code": 10052,
+            "description": "changing num_replicas of a stream "
+            "created with one replica is not supported yet",
+        }, up
+        await wait_peers(nc, "PLAIN", 1, 0)
+    finally:
+        await js_api(nc, "$JS.API.STREAM.DELETE.PLAIN", timeout=10)

@@ -37,7 +37,9 @@ pytestmark = pytest.mark.timeout(90)
 
 #: Headwater's 10052 texts for what replicated streams cannot do yet (its
 #: jetstream/streamconfig_update.py and streamconfig_validate.py); asserted on the CLI's output.
-REPLICAS_CHANGE_NOT_YET = "changing num_replicas from or to 1 is not supported yet"
+REPLICAS_CHANGE_NOT_YET = (
+    "changing num_replicas of a stream created with one replica is not supported yet"
+)
 
 
 @pytest.fixture(scope="module", params=KINDS)
@@ -193,9 +195,27 @@ def test_r3_memory_kv_bucket_serves_puts_and_gets_everywhere(
     asyncio.run(use())
 
 
-def test_replicas_3_to_1_is_an_update_in_place(cluster: Cluster, tmp_path: Path) -> None:
-    """The plan updates in place (nats-server scales a stream down by an update). Headwater
-    refuses the update (10052): the apply fails naming that, and the stream stays R3."""
+def _scaled(server: Any, replicas: int) -> None:
+    """Wait until ORDERS has ``replicas`` (its leader and ``replicas - 1`` current others)."""
+
+    def scaled() -> bool:
+        reply = info(server, "ORDERS")
+        others = (reply.get("cluster") or {}).get("replicas") or []
+        current = [r for r in others if r.get("current")]
+        return bool(
+            reply["config"]["num_replicas"] == replicas
+            and len(others) == len(current) == replicas - 1
+        )
+
+    async def check() -> bool:
+        return await asyncio.to_thread(scaled)
+
+    asyncio.run(wait_until(check, 20, f"ORDERS on {replicas} replicas"))
+
+
+def test_replicas_3_to_1_and_back_are_updates_in_place(cluster: Cluster, tmp_path: Path) -> None:
+    """The plan updates in place, and both servers scale the stream down to one replica
+    and up to three again by an update."""
     server = cluster.servers[0]
     assert cli(server, "apply", "-f", write(tmp_path, stream_doc(3)), "--yes").exit_code == 0
     down = write(tmp_path, stream_doc(1), "down.yaml")
@@ -206,23 +226,30 @@ def test_replicas_3_to_1_is_an_update_in_place(cluster: Cluster, tmp_path: Path)
     assert change["fields"] == [{"field": "num_replicas", "before": 3, "after": 1}]
 
     applied = cli(server, "apply", "-f", down, "--yes", "--json")
+    (result,) = json.loads(applied.stdout)["apply"]["results"]
+    assert applied.exit_code == exitcodes.OK, applied.output
+    assert result["status"] == "applied", result
+    _scaled(server, 1)
+    assert cli(server, "plan", "-f", down).exit_code == exitcodes.OK
+    up = write(tmp_path, stream_doc(3), "up.yaml")
+    assert cli(server, "apply", "-f", up, "--yes").exit_code == exitcodes.OK
+    _scaled(server, 3)
+    assert cli(server, "plan", "-f", up).exit_code == exitcodes.OK
+
+
+def test_replicas_of_a_stream_created_with_one(cluster: Cluster, tmp_path: Path) -> None:
+    """nats-server scales a stream created with one replica up by an update; Headwater
+    refuses it for now (10052): the apply fails naming that, and the stream stays R1."""
+    server = cluster.servers[0]
+    assert cli(server, "apply", "-f", write(tmp_path, stream_doc(1)), "--yes").exit_code == 0
+    up = write(tmp_path, stream_doc(3), "up.yaml")
+    applied = cli(server, "apply", "-f", up, "--yes", "--json")
     report = json.loads(applied.stdout)["apply"]
     (result,) = report["results"]
     if cluster.kinds[0] == "nats":
         assert applied.exit_code == exitcodes.OK, applied.output
-        assert result["status"] == "applied", result
-
-        def scaled() -> bool:
-            reply = info(server, "ORDERS")
-            return bool(
-                reply["config"]["num_replicas"] == 1 and not reply["cluster"].get("replicas")
-            )
-
-        async def check() -> bool:
-            return await asyncio.to_thread(scaled)
-
-        asyncio.run(wait_until(check, 10, "ORDERS scaled down to one replica"))
-        assert cli(server, "plan", "-f", down).exit_code == exitcodes.OK
+        _scaled(server, 3)
+        assert cli(server, "plan", "-f", up).exit_code == exitcodes.OK
         return
     assert applied.exit_code == exitcodes.ERROR, applied.output
     assert result["status"] == "failed", result
@@ -230,14 +257,13 @@ def test_replicas_3_to_1_is_an_update_in_place(cluster: Cluster, tmp_path: Path)
     assert "10052" in result["message"], result
     assert not report["ok"]
     # Without --json a person reads the server's reason too.
-    again = cli(server, "apply", "-f", down, "--yes")
+    again = cli(server, "apply", "-f", up, "--yes")
     assert again.exit_code == exitcodes.ERROR
     assert REPLICAS_CHANGE_NOT_YET in plain(again.output), again.output
-    # Nothing changed half-way: still R3 with both replicas, and the plan still wants 3 -> 1.
+    # Nothing changed half-way: still R1, and the plan still wants 1 -> 3.
     reply = info(server, "ORDERS")
-    assert reply["config"]["num_replicas"] == 3
-    assert_led_by_one_with_two_replicas(cluster, reply)
-    assert cli(server, "plan", "-f", down).exit_code == exitcodes.CHANGES
+    assert reply["config"]["num_replicas"] == 1
+    assert cli(server, "plan", "-f", up).exit_code == exitcodes.CHANGES
 
 
 def test_r3_on_file_storage(cluster: Cluster, tmp_path: Path) -> None:

@@ -561,7 +561,7 @@ class ClusteredJetStream:
         candidates, load = await self._candidates(cfg)
         peers = groupmembers.resized(
             placed.peers,
-            cfg.num_replicas,
+            max(cfg.num_replicas, 1),
             leader=leader,
             in_sync=in_sync,
             candidates=candidates,

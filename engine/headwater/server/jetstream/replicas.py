@@ -256,7 +256,7 @@ class Replicas:
         core's step-down), so that a rolling restart moves leadership away before the process
         exits rather than leaving each stream leaderless for an election timeout. Waits,
         bounded, until none is led here; returns how many still are."""
-        leading = [g for g in self.groups.values() if g.runner.is_leader]
+        leading = [g for g in self.groups.values() if g.runner.is_leader and _has_others(g)]
         for group in leading:
             group.step_down()
         deadline = time.monotonic() + timeout
@@ -282,3 +282,10 @@ class Replicas:
             with contextlib.suppress(Exception):
                 await self._close(name, group)
         self.groups.clear()
+
+
+def _has_others(group: StreamGroup) -> bool:
+    """Whether ``group`` has another replica in sync to hand its leadership to (a group
+    scaled down to one replica has none: lame duck does not wait for it)."""
+    record = group.runner.record
+    return record is not None and bool(record.in_sync - {group.runner.name})

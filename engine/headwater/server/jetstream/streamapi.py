@@ -25,7 +25,7 @@ from .direct import MSG_GET_REQUEST, msg_get
 from .gojson import GoType
 from .streamconfig import StreamConfig
 from .streamconfig_update import update_stream_request
-from .streamconfig_validate import create_stream_request
+from .streamconfig_validate import REPLICATED_SOURCES_NOT_YET, create_stream_request
 from .streaminfo import info_for_list, info_for_request, info_plain
 from .subject_rules import subjects_collide
 from .templates import check_not_template_owned
@@ -181,6 +181,13 @@ def check_storable_name(cfg: StreamConfig) -> None:
         raise errors.STREAM_CREATE.exc(err="error creating store for stream")
 
 
+REPLICA_CHANGE_NOT_YET = (
+    "changing num_replicas of a stream created with one replica is not supported yet"
+)
+"""A replicated stream's ``num_replicas`` changes between 1 and 5 (its group's peers change:
+docs/REPLICATION.md, "Changing the peers"; at one it stays a group of one); a stream created
+with one replica is no group, so a change of its count is refused in a cluster (a single
+server refuses any count above 1 with 10074)."""
 REPLICATED_MARKERS_ON_NOT_YET = (
     "turning subject delete markers on in an update of a replicated stream is not supported yet"
 )
@@ -291,6 +298,8 @@ class StreamApi:
         stream = svc.streams[name]
         if stream.group is not None:
             await self._update_replicated(stream, cfg)
+        elif max(cfg.num_replicas, 1) != max(stream.config.num_replicas, 1):
+            raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICA_CHANGE_NOT_YET)
         else:
             stream = await svc.update_stream(name, cfg)
         return self._in_cluster(info_plain(stream), stream)
@@ -307,7 +316,10 @@ class StreamApi:
             # Turning markers on scans the stream for them in the background, which replicas
             # would finish at different points of their logs.
             raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_MARKERS_ON_NOT_YET)
-        if cfg.num_replicas != old.num_replicas:
+        if cfg.mirror is not None or cfg.sources:
+            # A group of one replica (scaled down to one) is still a group.
+            raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_SOURCES_NOT_YET)
+        if max(cfg.num_replicas, 1) != max(old.num_replicas, 1):
             clustered, record = self.service.clustered, group.runner.record
             if clustered is None or record is None or not group.runner.is_leader:
                 raise errors.CLUSTER_NOT_AVAIL.exc()

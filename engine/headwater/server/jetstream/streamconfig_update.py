@@ -37,12 +37,6 @@ from .versioning import with_static_metadata
 __all__ = ["update_stream_request", "validate_update"]
 
 
-REPLICA_CHANGE_NOT_YET = "changing num_replicas from or to 1 is not supported yet"
-"""A replicated stream's ``num_replicas`` changes between 2 and 5 (its group's peers change:
-docs/REPLICATION.md, "Changing the peers"); an R1 stream is no group, so the changes to and
-from 1 are refused, in a cluster (a single server refuses any count above 1 with 10074)."""
-
-
 def _invalid(text: str) -> errors.ApiErrorException:
     return errors.STREAM_INVALID_CONFIG.exc(err=text)
 
@@ -51,9 +45,6 @@ def _check_transition(old: StreamConfig, cfg: StreamConfig, limits: StreamLimits
     if cfg.name != old.name:
         raise _invalid("stream configuration name must match original")
     check_replicas(cfg, limits)
-    replicas = (max(old.num_replicas, 1), max(cfg.num_replicas, 1))
-    if replicas[0] != replicas[1] and min(replicas) == 1:
-        raise _invalid(REPLICA_CHANGE_NOT_YET)
     if cfg.storage != old.storage:
         raise _invalid("stream configuration update can not change storage type")
     if cfg.retention != old.retention and "workqueue" in (cfg.retention, old.retention):
