@@ -6,10 +6,12 @@ the fault suite). An R3 memory stream with direct gets holds ``v1`` on ``kv.a``.
 leader's server is isolated from the other two (their routes and etcd members), while a
 client connected to it before the cut still reaches it. The other two elect a new leader,
 which takes the old one out of ``in_sync`` and stores ``v2``. Through the old leader's server
-then, a direct get (both forms), ``STREAM.MSG.GET`` and ``STREAM.INFO`` must never show the
-state before ``v2``: the direct gets go unanswered (the client times out, as with a
-nats-server replica that does not lead) and the API requests get 10008. Before the read
-barrier, all four answered with ``v1`` (and ``last_seq`` 1). After the heal the old leader
+then, a direct get (both forms), ``STREAM.MSG.GET``, ``STREAM.INFO`` and ``CONSUMER.INFO``
+(of a consumer that acknowledged both messages through the new leader) must never show the
+state before: the direct gets go unanswered (the client times out, as with a nats-server
+replica that does not lead) and the API requests get 10008. Before the read barrier, all
+four stream reads answered with ``v1`` (and ``last_seq`` 1); before the consumers' reads
+passed it too, CONSUMER.INFO showed an ack floor of 0. After the heal the old leader
 follows the new one and answers nothing more (it does not lead).
 
 Headwater only: nats-server answers direct gets on every replica (``allow_direct``), its
@@ -108,6 +110,13 @@ async def stale_reads(old: NATS) -> list[str]:
             found.append(f"STREAM.INFO: last_seq {decoded['state']['last_seq']}")
         elif "state" not in decoded:
             assert decoded.get("error") == UNAVAILABLE, decoded
+    reply = await answer(old, f"$JS.API.CONSUMER.INFO.{STREAM}.C", b"", 5.0)
+    if reply != "timeout":
+        decoded = json.loads(reply[1])
+        if "ack_floor" in decoded and decoded["ack_floor"]["stream_seq"] < 2:
+            found.append(f"CONSUMER.INFO: ack floor {decoded['ack_floor']['stream_seq']}")
+        elif "ack_floor" not in decoded:
+            assert decoded.get("error") == UNAVAILABLE, decoded
     return found
 
 
@@ -126,6 +135,12 @@ async def test_a_leader_cut_off_never_answers_a_stale_read(netns: NetnsCluster) 
         created = await js_api(clients[0], f"$JS.API.STREAM.CREATE.{STREAM}", config, 15)
         assert "error" not in created, created
         assert await publish_until_acked(clients[0], "kv.a", b"v1", 10) == 1
+        consumer = {
+            "stream_name": STREAM,
+            "config": {"durable_name": "C", "ack_policy": "explicit"},
+        }
+        made = await js_api(clients[0], f"$JS.API.CONSUMER.CREATE.{STREAM}.C", consumer, 15)
+        assert "error" not in made, made
         leader = netns.names.index(created["cluster"]["leader"])
         old = clients[leader]
         # The old leader answers reads before the cut.
@@ -145,6 +160,10 @@ async def test_a_leader_cut_off_never_answers_a_stale_read(netns: NetnsCluster) 
             return reply.get("state", {}).get("last_seq") == 2
 
         await wait_until(new_leader, 15, "the new leader's STREAM.INFO")
+        # Its consumer takes both messages, acknowledged (confirmed) there.
+        pulled = await other.jetstream().pull_subscribe_bind("C", stream=STREAM)
+        for msg in await pulled.fetch(2, timeout=10):
+            await msg.ack_sync()
         # The old leader, still believing it leads: none of its reads may show v1.
         assert await stale_reads(old) == []
         assert await stale_reads(old) == []  # a read timed out once: still not answered

@@ -105,6 +105,16 @@ class ConsumerApi:
             raise errors.STREAM_NOT_FOUND.exc()
         return stream
 
+    async def _read(self, name: str) -> Stream:
+        """The stream whose consumers a read (info, names, list) reports: a replicated one's
+        only past its read barrier (docs/REPLICATION.md, "Reads"), 10008 when this replica
+        may not answer (its consumers run only where it leads, from its epoch's no-op on,
+        and a leader cut off from the others would answer from a stale state)."""
+        stream = self._stream(name)
+        if stream.group is not None and not await stream.group.read_barrier():
+            raise errors.CLUSTER_NOT_AVAIL.exc()
+        return stream
+
     def _consumer(self, stream: Stream, name: str) -> Consumer:
         consumer = stream.consumers.get(name)
         if consumer is None:
@@ -180,7 +190,7 @@ class ConsumerApi:
     async def consumer_info(self, req: Request) -> dict[str, Any]:
         if not is_empty_request(req.body):
             raise errors.NOT_EMPTY_REQUEST.exc()
-        stream = self._stream(req.tokens[2])
+        stream = await self._read(req.tokens[2])
         return self._info(self._consumer(stream, req.tokens[3]))
 
     async def consumer_delete(self, req: Request) -> dict[str, Any]:
@@ -204,13 +214,13 @@ class ConsumerApi:
         return consumers, min(offset, len(consumers))
 
     async def consumer_names(self, req: Request) -> dict[str, Any]:
-        stream = self._stream(req.tokens[2])
+        stream = await self._read(req.tokens[2])
         consumers, offset = self._page(req, stream)
         page = [c.name for c in consumers[offset : offset + NAMES_LIMIT]]
         return {"total": len(consumers), "offset": offset, "limit": NAMES_LIMIT, "consumers": page}
 
     async def consumer_list(self, req: Request) -> dict[str, Any]:
-        stream = self._stream(req.tokens[2])
+        stream = await self._read(req.tokens[2])
         consumers, offset = self._page(req, stream)
         page = [self._info(c) for c in consumers[offset : offset + LIST_LIMIT]]
         return {
