@@ -9,6 +9,13 @@ a pull consumer acking with ``ack_sync``) for ~14 s while the faults happen:
 2. the cut heals; at 9 s the stream leader's server (again looked up) is killed with
    SIGKILL, together with everything in its namespace, and started again 2 s later.
 
+A second plan is a StatefulSet's rolling update (``test_histories_through_a_rolling_restart``,
+R3 on both servers): from 1.5 s on, each server in turn, the highest ordinal first, is
+stopped with SIGTERM and started again, the next one only once ``/healthz`` answers 200 on
+it (the pod's startup probe). It found Headwater's consumers going on serving pull requests
+on a replica shutting down, beside the new leader's: messages acknowledged (confirmed) there
+came again from the stale copy.
+
 Then everything heals and settles, the stream is read back, and the checkers of
 ``headwater.testing_history`` judge the history: acknowledged publishes (lost, duplicated,
 unexpected), KV linearizability per key, consumer acks never undone; plus a split-brain
@@ -34,7 +41,7 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -194,11 +201,58 @@ def record(result: dict[str, Any], history: History, tmp_path: Path) -> None:
             out.write(json.dumps(result) + "\n")
 
 
+Faults = Callable[[NetnsCluster, Any, str, Callable[[str], None]], Awaitable[None]]
+
+
+async def rolling_restart(
+    cluster: NetnsCluster, js: Any, stream: str, log: Callable[[str], None]
+) -> None:
+    """A StatefulSet's rolling update: each server in turn, the highest ordinal first, is
+    stopped (SIGTERM) and started again, and the next goes only once /healthz answers 200
+    on it (the pod's startup probe: on Headwater, its replicas caught up)."""
+    await asyncio.sleep(1.5)
+    for i in reversed(range(len(cluster))):
+        log(f"restart {cluster.names[i]}")
+        await asyncio.to_thread(cluster.restart, i)
+
+        async def healthy(i: int = i) -> bool:
+            return (await asyncio.to_thread(cluster.healthz, i))[0] == 200
+
+        await until(healthy, 30, f"/healthz 200 on {cluster.names[i]}", interval=0.2)
+        log(f"{cluster.names[i]} healthy")
+
+
 @pytest.mark.parametrize(("kind", "replicas", "extra"), SCENARIOS)
 async def test_histories_under_faults(
     netns_cluster, tmp_path: Path, kind: str, replicas: int, extra: str
 ) -> None:
     cluster = netns_cluster(kind, jetstream=True, config=f"{FAST_PINGS}\n{extra}")
+    await check_history(cluster, tmp_path, kind, replicas, extra, inflict_faults, 4)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [pytest.param("nats", marks=pytest.mark.differential), "headwater"],
+    ids=["nats-R3-rolling", "headwater-R3-rolling"],
+)
+async def test_histories_through_a_rolling_restart(
+    netns_cluster, tmp_path: Path, kind: str
+) -> None:
+    cluster = netns_cluster(kind, jetstream=True, config=FAST_PINGS)
+    await check_history(cluster, tmp_path, kind, 3, "", rolling_restart, 6, "rolling")
+
+
+async def check_history(
+    cluster: NetnsCluster,
+    tmp_path: Path,
+    kind: str,
+    replicas: int,
+    extra: str,
+    inflict: Faults,
+    expected_faults: int,
+    label: str = "",
+) -> None:
+    """Run the workloads through ``inflict``'s faults, settle, read back and judge."""
     await wait_jetstream(cluster)
     seed = int(os.environ.get("HW_HISTORY_SEED", "1"))
     w = Workload(cluster.urls, seed=seed)
@@ -215,7 +269,7 @@ async def test_histories_under_faults(
 
         running = asyncio.create_task(w.run(history, stop))
         js = admin.jetstream(timeout=2)
-        await inflict_faults(cluster, js, w.stream, log)
+        await inflict(cluster, js, w.stream, log)
         await asyncio.sleep(max(0.0, RUN_SECONDS - (time.monotonic() - began)))
         stop.set()
         await asyncio.wait_for(running, 20)
@@ -235,7 +289,9 @@ async def test_histories_under_faults(
     kv = check_kv(history, w.keys, max_steps=1_000_000)
     acks = check_consumer_acks(history)
     result = {
-        "run": f"{kind}-R{replicas}" + ("-sync-always" if extra else ""),
+        "run": f"{kind}-R{replicas}"
+        + ("-sync-always" if extra else "")
+        + (f"-{label}" if label else ""),
         "seed": seed,
         "faults": faults,
         "ops": len(history.ops),
@@ -260,7 +316,7 @@ async def test_histories_under_faults(
     assert acks.delivered >= 50 and acks.acked >= 50, result
     outcomes = history.counts()
     assert outcomes.get(INFO, 0) + outcomes.get(FAIL, 0) > 0, result
-    assert len(faults) == 4, faults
+    assert len(faults) == expected_faults, faults
     if kind == "headwater":
         # Durable by default: nothing acknowledged lost or doubled, on R1 (fsync before every
         # ack) and on R3 (a quorum holds it before the ack).

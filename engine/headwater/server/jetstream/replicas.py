@@ -274,8 +274,10 @@ class Replicas:
         return len(left)
 
     async def close(self) -> None:
-        """Server shutdown: every runner stops and its log closes (the streams are the
-        service's to close)."""
+        """Server shutdown: every replica stops serving at once (its consumers), then every
+        runner stops and its log closes (the streams are the service's to close)."""
+        for group in self.groups.values():
+            group.stop_serving()
         for task in list(self._work.values()):
             task.cancel()
         for name, group in list(self.groups.items()):

@@ -342,8 +342,18 @@ class StreamGroup:
             self._checkpointing = loop.create_task(self._checkpoint_loop())
         await self.runner.start()
 
+    def stop_serving(self) -> None:
+        """Stop the live consumers at once (synchronously): a replica about to close commits
+        nothing more, while a new leader elsewhere may already run the same consumers from
+        the log. Two live copies would answer one pull request together, this one from a
+        state without the acks confirmed there: a message delivered again after its ack was
+        confirmed (found by a rolling restart under load)."""
+        self._epoch_committed = False
+        self.consumers.deactivate()
+
     async def close(self) -> None:
         self._closing = True
+        self.stop_serving()
         await self.runner.close()
         await self.transfers.close()
         if self._installing is not None:
@@ -352,6 +362,10 @@ class StreamGroup:
                 await self._installing
         if self._taking is not None:
             self._taking.cancel()
+        if self._taken is not False:
+            with contextlib.suppress(Exception):
+                await self.stream.take(False)  # its publishes find another leader
+            self._taken = False
         if self._checkpointing is not None:
             self._checkpointing.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
