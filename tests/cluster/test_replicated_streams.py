@@ -8,6 +8,10 @@ stream keeps every acknowledged message when its leader dies (the publishes go o
 others elected a new one). On Headwater, a server restarted after the leader compacted its
 log past it catches up by a snapshot. Where Headwater does not do what nats-server does yet,
 it refuses with what is missing (10052), and that is asserted on Headwater only.
+
+The scenarios that leave every server running share one cluster per kind
+(``shared_js_cluster``, which deletes their streams after each); those that kill a server
+start their own.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ from headwater.testing import Cluster, monitor_json
 
 pytestmark = pytest.mark.timeout(60)
 ON_BOTH = pytest.mark.parametrize("js_cluster", KINDS, indirect=True)
+#: The same on the cluster of each kind the module's tests share (``shared_js_cluster``).
+SHARED = pytest.mark.parametrize("module_js_cluster", KINDS, indirect=True)
+SHARED_HEADWATER = pytest.mark.parametrize("module_js_cluster", ["headwater"], indirect=True)
 HEADWATER = pytest.mark.parametrize("js_cluster", ["headwater"], indirect=True)
 
 
@@ -58,89 +65,98 @@ async def info(nc: NATS, name: str) -> dict[str, Any]:
     return await js_api(nc, f"$JS.API.STREAM.INFO.{name}", timeout=5)
 
 
-@ON_BOTH
+@SHARED
 async def test_an_r3_stream_is_created_with_a_leader_and_two_replicas(
-    js_cluster: Cluster, js_clients: list[NATS]
+    shared_js_cluster: Cluster, shared_js_clients: list[NATS]
 ) -> None:
-    created = await create(js_clients[1], r3("ORDERS", ["orders.>"]))
+    created = await create(shared_js_clients[1], r3("ORDERS", ["orders.>"]))
     assert created["config"]["num_replicas"] == 3
     cluster = created["cluster"]
     leader = cluster["leader"]
-    assert leader in js_cluster.names
+    assert leader in shared_js_cluster.names
     replicas = sorted(r["name"] for r in cluster["replicas"])
-    assert replicas == sorted(set(js_cluster.names) - {leader})
+    assert replicas == sorted(set(shared_js_cluster.names) - {leader})
     for replica in cluster["replicas"]:
         assert set(replica) >= {"name", "current", "active", "peer"}
     assert created["did_create"] is True
 
 
-@ON_BOTH
+@SHARED
 async def test_publishes_through_every_server_are_in_one_stream(
-    js_cluster: Cluster, js_clients: list[NATS]
+    shared_js_cluster: Cluster, shared_js_clients: list[NATS]
 ) -> None:
-    await create(js_clients[0], r3("EVENTS", ["events.>"]))
+    await create(shared_js_clients[0], r3("EVENTS", ["events.>"]))
     seqs = []
     for i in range(12):
-        ack = await publish(js_clients[i % 3], f"events.{i}", f"e{i}".encode())
+        ack = await publish(shared_js_clients[i % 3], f"events.{i}", f"e{i}".encode())
         assert ack.get("stream") == "EVENTS", ack
         seqs.append(ack["seq"])
     assert seqs == list(range(1, 13))
-    again = await publish(js_clients[2], "events.3", b"e3")
+    again = await publish(shared_js_clients[2], "events.3", b"e3")
     assert again == {"stream": "EVENTS", "seq": 4, "duplicate": True}
     leaders = set()
-    for nc in js_clients:
+    for nc in shared_js_clients:
         reply = await info(nc, "EVENTS")
         assert reply["state"]["messages"] == 12, reply
         leaders.add(reply["cluster"]["leader"])
     assert len(leaders) == 1
 
 
-@ON_BOTH
+@SHARED
 async def test_purge_delete_and_get_through_any_server(
-    js_cluster: Cluster, js_clients: list[NATS]
+    shared_js_cluster: Cluster, shared_js_clients: list[NATS]
 ) -> None:
-    await create(js_clients[0], r3("LOG", ["log.>"]))
+    await create(shared_js_clients[0], r3("LOG", ["log.>"]))
     for i in range(6):
-        await publish(js_clients[0], f"log.{i % 2}", f"l{i}".encode())
-    got = await js_api(js_clients[1], "$JS.API.STREAM.MSG.GET.LOG", {"seq": 2}, timeout=5)
+        await publish(shared_js_clients[0], f"log.{i % 2}", f"l{i}".encode())
+    got = await js_api(shared_js_clients[1], "$JS.API.STREAM.MSG.GET.LOG", {"seq": 2}, timeout=5)
     assert got["message"]["subject"] == "log.1", got
-    deleted = await js_api(js_clients[2], "$JS.API.STREAM.MSG.DELETE.LOG", {"seq": 2}, timeout=5)
+    deleted = await js_api(
+        shared_js_clients[2], "$JS.API.STREAM.MSG.DELETE.LOG", {"seq": 2}, timeout=5
+    )
     assert deleted == {
         "type": "io.nats.jetstream.api.v1.stream_msg_delete_response",
         "success": True,
     }
-    again = await js_api(js_clients[1], "$JS.API.STREAM.MSG.DELETE.LOG", {"seq": 2}, timeout=5)
+    again = await js_api(
+        shared_js_clients[1], "$JS.API.STREAM.MSG.DELETE.LOG", {"seq": 2}, timeout=5
+    )
     assert again["error"] == {"code": 400, "err_code": 10043, "description": "sequence 2 not found"}
-    purged = await js_api(js_clients[1], "$JS.API.STREAM.PURGE.LOG", {"filter": "log.0"}, timeout=5)
+    purged = await js_api(
+        shared_js_clients[1], "$JS.API.STREAM.PURGE.LOG", {"filter": "log.0"}, timeout=5
+    )
     assert purged.get("purged") == 3, purged
-    for nc in js_clients:
+    for nc in shared_js_clients:
         state = (await info(nc, "LOG"))["state"]
         assert (state["messages"], state["last_seq"]) == (2, 6), state
 
 
-@ON_BOTH
+@SHARED
 async def test_deleted_through_any_server_it_is_gone_everywhere(
-    js_cluster: Cluster, js_clients: list[NATS]
+    shared_js_cluster: Cluster, shared_js_clients: list[NATS]
 ) -> None:
-    await create(js_clients[0], r3("GONE", ["gone.>"]))
-    await publish(js_clients[0], "gone.a", b"g")
-    reply = await js_api(js_clients[2], "$JS.API.STREAM.DELETE.GONE", timeout=10)
+    await create(shared_js_clients[0], r3("GONE", ["gone.>"]))
+    await publish(shared_js_clients[0], "gone.a", b"g")
+    reply = await js_api(shared_js_clients[2], "$JS.API.STREAM.DELETE.GONE", timeout=10)
     assert reply.get("success") is True, reply
 
     async def gone(nc: NATS) -> bool:
         names = await js_api(nc, "$JS.API.STREAM.NAMES", timeout=5)
         return not names.get("streams")
 
-    for nc in js_clients:
+    for nc in shared_js_clients:
         await wait_until(lambda nc=nc: gone(nc), 10, "no stream listed")
 
 
-@ON_BOTH
+@SHARED
 async def test_more_replicas_than_servers_is_refused(
-    js_cluster: Cluster, js_clients: list[NATS]
+    shared_js_cluster: Cluster, shared_js_clients: list[NATS]
 ) -> None:
     reply = await js_api(
-        js_clients[0], "$JS.API.STREAM.CREATE.R5", r3("R5", ["r5"], num_replicas=5), timeout=5
+        shared_js_clients[0],
+        "$JS.API.STREAM.CREATE.R5",
+        r3("R5", ["r5"], num_replicas=5),
+        timeout=5,
     )
     assert reply.get("error") == {
         "code": 400,
@@ -171,46 +187,29 @@ async def test_every_acknowledged_message_survives_the_leaders_death(
     assert reply["cluster"]["leader"] in [js_cluster.names[i] for i in others]
 
 
-@ON_BOTH
-async def test_an_update_reaches_every_replica(js_cluster: Cluster, js_clients: list[NATS]) -> None:
+@SHARED
+async def test_an_update_reaches_every_replica(
+    shared_js_cluster: Cluster, shared_js_clients: list[NATS]
+) -> None:
     """A new description, a lower max_msgs and one more subject, through a server that does
     not lead: every server then reports the new config and the trimmed stream, and the
     leader takes the new subject."""
-    created = await create(js_clients[0], r3("UPD", ["upd.a"]))
-    leader = js_cluster.names.index(created["cluster"]["leader"])
+    created = await create(shared_js_clients[0], r3("UPD", ["upd.a"]))
+    leader = shared_js_cluster.names.index(created["cluster"]["leader"])
     for i in range(8):
-        await publish(js_clients[0], "upd.a", f"u{i}".encode())
-    via = js_clients[(leader + 1) % 3]
+        await publish(shared_js_clients[0], "upd.a", f"u{i}".encode())
+    via = shared_js_clients[(leader + 1) % 3]
     config = r3("UPD", ["upd.a", "upd.b"], max_msgs=5, description="trimmed")
     updated = await js_api(via, "$JS.API.STREAM.UPDATE.UPD", config, timeout=10)
     assert "error" not in updated, updated
     assert updated["config"]["max_msgs"] == 5 and updated["state"]["messages"] == 5
-    ack = await publish(js_clients[2], "upd.b", b"new-subject")
+    ack = await publish(shared_js_clients[2], "upd.b", b"new-subject")
     assert ack["seq"] == 9, ack
-    for nc in js_clients:
+    for nc in shared_js_clients:
         reply = await info(nc, "UPD")
         assert reply["config"]["subjects"] == ["upd.a", "upd.b"], reply["config"]
         assert reply["config"]["description"] == "trimmed"
         assert (reply["state"]["messages"], reply["state"]["first_seq"]) == (5, 5), reply
-
-
-@HEADWATER
-async def test_what_replicated_streams_do_not_do_yet_is_refused(
-    js_cluster: Cluster, js_clients: list[NATS]
-) -> None:
-    await create(js_clients[0], r3("NOTYET", ["notyet.>"]))
-    update = await js_api(
-        js_clients[2],
-        "$JS.API.STREAM.UPDATE.NOTYET",
-        r3("NOTYET", ["notyet.>"], subject_delete_marker_ttl=60_000_000_000, allow_msg_ttl=True),
-        timeout=5,
-    )
-    assert update.get("error") == {
-        "code": 500,
-        "err_code": 10052,
-        "description": "turning subject delete markers on in an update of a replicated "
-        "stream is not supported yet",
-    }
 
 
 @HEADWATER
@@ -259,15 +258,15 @@ async def test_a_server_back_after_the_leader_compacted_gets_every_message(
     await wait_until(current_again, 10, "the restarted replica current again")
 
 
-@ON_BOTH
+@SHARED
 async def test_nats_py_jetstream_api_on_an_r3_stream_and_bucket(
-    js_cluster: Cluster, js_clients: list[NATS]
+    shared_js_cluster: Cluster, shared_js_clients: list[NATS]
 ) -> None:
     """An official client's own API, unmodified: add_stream with replicas, publish, get_msg,
     and a KV bucket with replicas (put through one server, get through another)."""
     from nats.js.api import StorageType, StreamConfig
 
-    js = [nc.jetstream() for nc in js_clients]
+    js = [nc.jetstream() for nc in shared_js_clients]
     info = await js[0].add_stream(
         StreamConfig(name="PY", subjects=["py.>"], storage=StorageType.MEMORY, num_replicas=3)
     )
@@ -282,3 +281,22 @@ async def test_nats_py_jetstream_api_on_an_r3_stream_and_bucket(
     other = await js[2].key_value("CFG")
     entry = await other.get("color")
     assert (entry.value, entry.revision) == (b"blue", revision)
+
+
+@SHARED_HEADWATER
+async def test_what_replicated_streams_do_not_do_yet_is_refused(
+    shared_js_cluster: Cluster, shared_js_clients: list[NATS]
+) -> None:
+    await create(shared_js_clients[0], r3("NOTYET", ["notyet.>"]))
+    update = await js_api(
+        shared_js_clients[2],
+        "$JS.API.STREAM.UPDATE.NOTYET",
+        r3("NOTYET", ["notyet.>"], subject_delete_marker_ttl=60_000_000_000, allow_msg_ttl=True),
+        timeout=5,
+    )
+    assert update.get("error") == {
+        "code": 500,
+        "err_code": 10052,
+        "description": "turning subject delete markers on in an update of a replicated "
+        "stream is not supported yet",
+    }

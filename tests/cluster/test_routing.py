@@ -3,7 +3,9 @@
 Each runs on nats-server, on Headwater, and the core ones on a mixed cluster (Headwater s1 and
 s2, nats-server s3), with one nats-py client per server (``clients[0]`` is on s1 ...).
 Interest is awaited with :func:`cluster.helpers.propagated` (a probe request) rather than
-sleeps, and every wait is bounded.
+sleeps, and every wait is bounded. The scenarios that leave every server running share one
+cluster per kind (``shared_cluster``; their subjects are unique, their clients closed after
+each); the fail-over and rejoin ones kill a server, so each starts its own.
 """
 
 from __future__ import annotations
@@ -40,11 +42,11 @@ def unique(prefix: str) -> str:
     return f"{prefix}.{uuid.uuid4().hex[:12]}"
 
 
-@pytest.mark.parametrize("cluster", CORE_KINDS, indirect=True)
+@pytest.mark.parametrize("module_cluster", CORE_KINDS, indirect=True)
 async def test_pub_on_s1_reaches_s2_and_s3_until_unsubscribed(
-    cluster: Cluster, clients: list[NATS]
+    shared_cluster: Cluster, shared_clients: list[NATS]
 ) -> None:
-    nc1, nc2, nc3 = clients
+    nc1, nc2, nc3 = shared_clients
     subject = unique("fanout")
     box2: asyncio.Queue[Msg] = asyncio.Queue()
 
@@ -70,22 +72,22 @@ async def test_pub_on_s1_reaches_s2_and_s3_until_unsubscribed(
         await nc1.flush()
 
     # The RS- reaches s1 asynchronously: probe until s1 stops forwarding to s2 at all.
-    await wait_route_quiet(cluster, 0, "s2", probe)
-    before = await asyncio.to_thread(route_out_msgs, cluster, 0, "s2")
+    await wait_route_quiet(shared_cluster, 0, "s2", probe)
+    before = await asyncio.to_thread(route_out_msgs, shared_cluster, 0, "s2")
     after = [f"after{i}".encode() for i in range(5)]
     for data in after:
         await nc1.publish(subject, data)
     await nc1.flush()
     assert [m.data for m in await collect(box3, 5, skip=b"probe")] == after
-    assert await asyncio.to_thread(route_out_msgs, cluster, 0, "s2") == before
+    assert await asyncio.to_thread(route_out_msgs, shared_cluster, 0, "s2") == before
     assert await drain_for(box2, 0.2) == []
 
 
-@pytest.mark.parametrize("cluster", CORE_KINDS, indirect=True)
+@pytest.mark.parametrize("module_cluster", CORE_KINDS, indirect=True)
 async def test_headers_reply_and_payload_cross_the_route_intact(
-    cluster: Cluster, clients: list[NATS]
+    shared_cluster: Cluster, shared_clients: list[NATS]
 ) -> None:
-    nc1, nc2, nc3 = clients
+    nc1, nc2, nc3 = shared_clients
     subject, reply = unique("hdr"), unique("reply")
     box2 = await inbox(nc2, subject)
     await propagated(nc1, nc2)
@@ -137,9 +139,9 @@ def assert_each_once(got: list[list[bytes]], total: int) -> None:
     assert set(counts.values()) == {1}, "a message was delivered twice"
 
 
-@pytest.mark.parametrize("cluster", CORE_KINDS, indirect=True)
+@pytest.mark.parametrize("module_cluster", CORE_KINDS, indirect=True)
 async def test_queue_group_with_members_on_every_server(
-    cluster: Cluster, clients: list[NATS]
+    shared_cluster: Cluster, shared_clients: list[NATS]
 ) -> None:
     """Each message goes to exactly one member cluster-wide.
 
@@ -147,7 +149,7 @@ async def test_queue_group_with_members_on_every_server(
     it picks among all members, local and behind routes, so all three get some. (Only a
     message arriving from a route is kept local: it is never forwarded again.)
     """
-    nc1, nc2, nc3 = clients
+    nc1, nc2, nc3 = shared_clients
     subject = unique("work")
     boxes = [await inbox(nc, subject, queue="workers") for nc in (nc1, nc2, nc3)]
     await propagated(nc1, nc2, nc3)
@@ -160,11 +162,11 @@ async def test_queue_group_with_members_on_every_server(
     assert all(got), [len(member) for member in got]
 
 
-@pytest.mark.parametrize("cluster", CORE_KINDS, indirect=True)
+@pytest.mark.parametrize("module_cluster", CORE_KINDS, indirect=True)
 async def test_queue_group_without_local_member_spreads_over_routes(
-    cluster: Cluster, clients: list[NATS]
+    shared_cluster: Cluster, shared_clients: list[NATS]
 ) -> None:
-    nc1, nc2, nc3 = clients
+    nc1, nc2, nc3 = shared_clients
     subject = unique("work")
     boxes = [await inbox(nc, subject, queue="workers") for nc in (nc2, nc3)]
     await propagated(nc1, nc2, nc3)
@@ -177,11 +179,11 @@ async def test_queue_group_without_local_member_spreads_over_routes(
     assert all(got), [len(member) for member in got]
 
 
-@pytest.mark.parametrize("cluster", CORE_KINDS, indirect=True)
+@pytest.mark.parametrize("module_cluster", CORE_KINDS, indirect=True)
 async def test_no_responders_until_a_remote_responder_subscribes(
-    cluster: Cluster, clients: list[NATS]
+    shared_cluster: Cluster, shared_clients: list[NATS]
 ) -> None:
-    nc1, _, nc3 = clients
+    nc1, _, nc3 = shared_clients
     subject = unique("nobody")
     started = time.monotonic()
     with pytest.raises(NoRespondersError):
@@ -197,17 +199,17 @@ async def test_no_responders_until_a_remote_responder_subscribes(
     assert resp.data == b"here"
 
 
-@pytest.mark.parametrize("cluster", CORE_KINDS, indirect=True)
+@pytest.mark.parametrize("module_cluster", CORE_KINDS, indirect=True)
 async def test_overlapping_wildcards_on_a_remote_server(
-    cluster: Cluster, clients: list[NATS]
+    shared_cluster: Cluster, shared_clients: list[NATS]
 ) -> None:
-    nc1, nc2, _ = clients
+    nc1, nc2, _ = shared_clients
     root = unique("wild")
     one_token = await inbox(nc2, f"{root}.*")
     all_below = await inbox(nc2, f"{root}.>")
     await propagated(nc1, nc2)
 
-    before = await asyncio.to_thread(route_out_msgs, cluster, 0, "s2")
+    before = await asyncio.to_thread(route_out_msgs, shared_cluster, 0, "s2")
     for i in range(10):
         await nc1.publish(f"{root}.a", str(i).encode())
     await nc1.publish(f"{root}.a.b", b"deep")  # matches only the full wildcard
@@ -218,7 +220,7 @@ async def test_overlapping_wildcards_on_a_remote_server(
     assert await drain_for(one_token, 0.2) == []
     assert await drain_for(all_below, 0.0) == []
     # One RMSG per message on the route; s2 fans it out to both of its subscriptions.
-    assert await asyncio.to_thread(route_out_msgs, cluster, 0, "s2") - before == 11
+    assert await asyncio.to_thread(route_out_msgs, shared_cluster, 0, "s2") - before == 11
 
 
 @pytest.mark.parametrize("cluster", KINDS, indirect=True)
