@@ -56,7 +56,7 @@ import msgspec
 from headwater.server.store import StoreConfig
 from headwater.server.store.file.checkpoint import Positions, cut_back
 from headwater.server.store.file.ckptfile import MAX_RECORD, CheckpointFile
-from headwater.server.store.file.fileio import FileIO
+from headwater.server.store.file.fileio import FileIO, default_io
 from headwater.server.store.file.store import FileStore
 
 if TYPE_CHECKING:
@@ -220,7 +220,7 @@ def recover(
     """Open a file replica's store in its group ``directory`` as of its newest checkpoint
     (``store_config(dir)`` gives the config for a store directory). ``fresh``: ignore any
     checkpoint and start a new store (the caller's log cannot continue from it). Blocking."""
-    io = io or FileIO()
+    io = io or default_io()
     directory.mkdir(parents=True, exist_ok=True)
     if fresh and (directory / CHECKPOINT).exists():
         # Its store goes below: a checkpoint left naming it would make the next open fail.

@@ -99,7 +99,7 @@ from headwater.server.replicated.messages import Entry
 from headwater.server.replicated.record import GroupRecord
 from headwater.server.replicated.runner import GroupRunner, ReplicaLog, Resolve, Transport
 from headwater.server.replicated.transfer import FileSink, Transfers, file_sinks
-from headwater.server.replicated.wal import SEGMENT_BYTES, ReplicationLog
+from headwater.server.replicated.wal import SEGMENT_BYTES, CorruptLog, ReplicationLog
 from headwater.server.store import StoreConfig
 from headwater.server.store.file.fileio import FileIO
 
@@ -163,6 +163,11 @@ def _drop_log(
 ) -> tuple[ReplicationLog, list[Entry]]:
     """Delete the log in ``directory`` and open it again, empty (blocking)."""
     wal.close()
+    _drop_segments(directory)
+    return ReplicationLog.open(directory, io, segment_bytes=segment_bytes)
+
+
+def _drop_segments(directory: Path) -> None:
     # Newest first: a crash in between leaves a log that still starts past 1 (dropped again).
     for seg in sorted(directory.glob("[0-9]" * 20 + ".log"), reverse=True):
         seg.unlink()
@@ -171,7 +176,6 @@ def _drop_log(
         os.fsync(fd)
     finally:
         os.close(fd)
-    return ReplicationLog.open(directory, io, segment_bytes=segment_bytes)
 
 
 class FileReplica(NamedTuple):
@@ -199,10 +203,30 @@ def open_file_replica(
     log does not continue from (a crash after a snapshot's install rebased the log, before
     the checkpoint naming the installed store) leaves nothing to start from: the store and
     the log are dropped and the replica starts as one that lost its state (``lost``), caught
-    up from its leader. Blocking: call it in a thread."""
+    up from its leader. So does a replica whose disk was damaged: a log with a bad record
+    before good ones (:class:`CorruptLog`), or a store that found a record failing its
+    checksum, or cut, below its checkpoint (the cut-back store holds only what the checkpoint
+    made durable, so anything wrong there is damage, never a torn tail): its state is not
+    what it acknowledged, and serving or leading from it would lose or change acknowledged
+    messages. Blocking: call it in a thread."""
     _drop_snapshots(directory)
-    wal, recovered = ReplicationLog.open(directory, io, segment_bytes=segment_bytes)
+    try:
+        wal, recovered = ReplicationLog.open(directory, io, segment_bytes=segment_bytes)
+    except CorruptLog as exc:
+        log.error("replica %s: its log is damaged (%s): it starts over", directory, exc)
+        _drop_segments(directory)
+        wal, _ = ReplicationLog.open(directory, io, segment_bytes=segment_bytes)
+        return _start_over(directory, store_config, wal, segment_bytes, io)
     file = groupcheckpoint.recover(directory, store_config, io)
+    if not file.store.recovery_report.clean:
+        log.error(
+            "replica %s: its store is damaged (%s): it starts over",
+            directory,
+            file.store.recovery_report,
+        )
+        file.store.close()
+        file.checkpoints.close()
+        return _start_over(directory, store_config, wal, segment_bytes, io)
     state = file.state
     if state is None and wal.first_index <= 1:
         return FileReplica(file, wal, recovered, (0, 0), False)
@@ -218,6 +242,17 @@ def open_file_replica(
     )
     file.store.close()
     file.checkpoints.close()
+    return _start_over(directory, store_config, wal, segment_bytes, io)
+
+
+def _start_over(
+    directory: Path,
+    store_config: Callable[[Path], StoreConfig],
+    wal: ReplicationLog,
+    segment_bytes: int,
+    io: FileIO | None,
+) -> FileReplica:
+    """An empty log and a new store: a replica that lost its state (blocking)."""
     wal, _ = _drop_log(directory, wal, segment_bytes, io)
     file = groupcheckpoint.recover(directory, store_config, io, fresh=True)
     return FileReplica(file, wal, [], (0, 0), True)

@@ -99,7 +99,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from headwater.server.replicated.messages import Entry
-from headwater.server.store.file.fileio import FileIO
+from headwater.server.store.file.fileio import FileIO, default_io
 from headwater.server.store.file.sync import GroupCommit
 
 MAGIC = b"\x9e\x7a"
@@ -265,7 +265,7 @@ class ReplicationLog:
         cls, path: Path | str, io: FileIO | None = None, segment_bytes: int = SEGMENT_BYTES
     ) -> tuple[ReplicationLog, list[Entry]]:
         """Recover the log (see the module docstring). Blocking: at start-up, or in a thread."""
-        io = io or FileIO()
+        io = io or default_io()
         path = Path(path)
         if not path.is_dir():
             path.mkdir(parents=True)

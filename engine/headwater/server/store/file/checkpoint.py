@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from headwater.server.store.base import StoreError
 from headwater.server.store.file.blocks import BLOCK_HEADER_SIZE, RAW_HEADER, block_name
 from headwater.server.store.file.dellog import LOG_HEADER, LOG_MAGIC, LOG_NAME, find_mark
-from headwater.server.store.file.fileio import FileIO
+from headwater.server.store.file.fileio import FileIO, default_io
 from headwater.server.store.file.index import SNAP_NAME, decode_snapshot
 from headwater.server.store.file.recovery import list_blocks
 
@@ -82,7 +82,7 @@ def cut_back(directory: str, positions: Positions, io: FileIO | None = None) -> 
     or the delete log shorter than recorded, or rewritten past them): opening it would not
     give the checkpoint's state. Idempotent: a crash during the cut is healed by the next.
     """
-    io = io or FileIO()
+    io = io or default_io()
     msgs = os.path.join(os.fspath(directory), "msgs")
     if not os.path.isdir(msgs):
         raise StoreError(f"no file store in {directory}")
@@ -109,7 +109,7 @@ def cut_back(directory: str, positions: Positions, io: FileIO | None = None) -> 
 
 
 def _cut_block(io: FileIO, path: str, offset: int) -> bool:
-    size = os.path.getsize(path)
+    size = io.size(path)
     if size < offset:
         raise StoreError(f"{path} holds {size} bytes, the checkpoint says {offset} were durable")
     if size == offset:

@@ -20,7 +20,7 @@ import struct
 import zlib
 
 from headwater.server.store.file.checkpoint import Positions
-from headwater.server.store.file.fileio import FileIO
+from headwater.server.store.file.fileio import FileIO, default_io
 
 MAGIC = b"HWCKPT1\x00"
 _HEAD = struct.Struct("<II")
@@ -38,7 +38,7 @@ def _record(positions: Positions, extra: bytes) -> bytes:
 class CheckpointFile:
     def __init__(self, path: str, io: FileIO | None = None, max_size: int = 1 << 20) -> None:
         self.path = path
-        self._io = io or FileIO()
+        self._io = io or default_io()
         self._max_size = max_size
         self._latest: tuple[Positions, bytes] | None = None
         self._fd = -1

@@ -49,7 +49,7 @@ from headwater.server.store.file.blocks import CorruptBlock
 from headwater.server.store.file.blockset import BlockSet, OutOfSpace, SyncJob
 from headwater.server.store.file.checkpoint import Positions
 from headwater.server.store.file.dellog import LOG_NAME, DeleteLog, dead_ranges
-from headwater.server.store.file.fileio import FileIO
+from headwater.server.store.file.fileio import FileIO, default_io
 from headwater.server.store.file.index import SNAP_NAME, SnapshotHeader, encode_snapshot
 from headwater.server.store.file.records import (
     CRC,
@@ -97,7 +97,7 @@ class FileStore(IndexedStore):
         if config.directory is None:
             raise ValueError("a file store needs a directory")
         super().__init__(config, objects_in_index=False)
-        self._io = io or FileIO()
+        self._io = io or default_io()
         self._dir = os.path.join(os.fspath(config.directory), "msgs")
         self._codec = RecordCodec(config.encryption_key)
         self._policy = config.sync
