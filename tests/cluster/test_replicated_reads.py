@@ -103,20 +103,23 @@ async def stale_reads(old: NATS) -> list[str]:
             found.append("STREAM.MSG.GET: v1")
         elif "message" not in decoded:
             assert decoded.get("error") == UNAVAILABLE, decoded
-    reply = await answer(old, f"$JS.API.STREAM.INFO.{STREAM}", b"", 5.0)
-    if reply != "timeout":
+    for subject, field, seq, what in (
+        (f"$JS.API.STREAM.INFO.{STREAM}", "state", "last_seq", "STREAM.INFO: last_seq"),
+        (
+            f"$JS.API.CONSUMER.INFO.{STREAM}.C",
+            "ack_floor",
+            "stream_seq",
+            "CONSUMER.INFO: ack floor",
+        ),
+    ):
+        reply = await answer(old, subject, b"", 5.0)
+        if reply == "timeout":
+            continue
         decoded = json.loads(reply[1])
-        if "state" in decoded and decoded["state"]["last_seq"] < 2:
-            found.append(f"STREAM.INFO: last_seq {decoded['state']['last_seq']}")
-        elif "state" not in decoded:
+        if field not in decoded:
             assert decoded.get("error") == UNAVAILABLE, decoded
-    reply = await answer(old, f"$JS.API.CONSUMER.INFO.{STREAM}.C", b"", 5.0)
-    if reply != "timeout":
-        decoded = json.loads(reply[1])
-        if "ack_floor" in decoded and decoded["ack_floor"]["stream_seq"] < 2:
-            found.append(f"CONSUMER.INFO: ack floor {decoded['ack_floor']['stream_seq']}")
-        elif "ack_floor" not in decoded:
-            assert decoded.get("error") == UNAVAILABLE, decoded
+        elif decoded[field][seq] < 2:
+            found.append(f"{what} {decoded[field][seq]}")
     return found
 
 
