@@ -75,12 +75,14 @@ async def propagated(pub: NATS, *subs: NATS, timeout: float = 5.0) -> None:
             await probe.unsubscribe()
 
 
-async def request_until_answered(nc: NATS, subject: str, timeout: float) -> Msg:
+async def request_until_answered(
+    nc: NATS, subject: str, timeout: float, payload: bytes = b""
+) -> Msg:
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
-            return await nc.request(subject, b"", timeout=0.5)
+            return await nc.request(subject, payload, timeout=0.5)
         except (NoRespondersError, NatsTimeoutError) as exc:
             last = exc
             await asyncio.sleep(0.05)

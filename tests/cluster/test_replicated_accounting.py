@@ -7,7 +7,7 @@ stream of B bytes uses 3B of the account's memory), whichever server answers.
 from __future__ import annotations
 
 import pytest
-from cluster.helpers import KINDS, js_api, wait_until
+from cluster.helpers import KINDS, js_api, request_until_answered, wait_until
 from nats.aio.client import Client as NATS
 
 from headwater.testing import Cluster
@@ -22,7 +22,11 @@ async def test_an_r3_stream_counts_once_and_its_bytes_three_times(
     config = {"name": "ACCT", "subjects": ["acct"], "storage": "memory", "num_replicas": 3}
     created = await js_api(js_clients[0], "$JS.API.STREAM.CREATE.ACCT", config, timeout=10)
     assert "error" not in created, created
-    for _ in range(10):
+    # A new stream's subject reaches nats-server's other servers a moment after the create
+    # is answered; the first publish is asked again until a stream answers (the count of
+    # messages does not matter here, only that every replica holds the same bytes).
+    await request_until_answered(js_clients[1], "acct", 10, b"0123456789")
+    for _ in range(9):
         await js_clients[1].request("acct", b"0123456789", timeout=5)
     info = await js_api(js_clients[2], "$JS.API.STREAM.INFO.ACCT", timeout=5)
     size = info["state"]["bytes"]
