@@ -8,8 +8,8 @@ removed replicas out; replace a removed peer by another server (the count kept),
 included (another leads); refuse a server not a peer (10040), a request without one (10003)
 and an unknown stream (10059) with nats-server's codes; scale down to one replica and up
 again. On Headwater a removed server also deletes its replica (``/jsz`` no longer lists the
-stream there). Where Headwater does not do what nats-server does yet (a stream created with
-one replica made replicated), it refuses with what is missing (10052).
+stream there). A stream created with one replica becomes replicated, its messages and its
+consumers' states kept.
 
 The scenarios share one cluster per kind, each on its own stream, deleted after it.
 """
@@ -234,22 +234,41 @@ async def test_down_to_one_replica_and_up_again(five: Cluster, nc: NATS) -> None
         await js_api(nc, "$JS.API.STREAM.DELETE.ONE", timeout=10)
 
 
-async def test_a_stream_created_with_one_replica(five: Cluster, nc: NATS) -> None:
-    """nats-server turns a stream created with one replica into a replicated one; Headwater
-    refuses it for now (10052), and the stream stays as it was (docs/DIFFERENCES.md)."""
-    config = {**r3("PLAIN", ["plain.>"]), "num_replicas": 1}
+@pytest.mark.parametrize("storage", ["file", "memory"])
+async def test_a_stream_created_with_one_replica_grows(
+    five: Cluster, nc: NATS, storage: str
+) -> None:
+    """A stream created with one replica becomes replicated (three peers, each current),
+    keeping its messages and its consumer's acknowledged state: each new replica leads in turn
+    with every message and the consumer's ack floor, and the consumer goes on where it was."""
+    name = f"PLAIN{storage.upper()}"
+    subject = f"{name.lower()}.a"
+    config = {**r3(name, [f"{name.lower()}.>"], storage=storage), "num_replicas": 1}
     try:
-        await create(nc, config)
-        up = await js_api(nc, "$JS.API.STREAM.UPDATE.PLAIN", {**config, "num_replicas": 3}, 10)
-        if five.kinds[0] == "nats":
-            assert up["config"]["num_replicas"] == 3, up
-            return
-        assert up.get("error") == {
-            "code": 500,
-            "err_code": 10052,
-            "description": "changing num_replicas of a stream "
-            "created with one replica is not supported yet",
-        }, up
-        await wait_peers(nc, "PLAIN", 1, 0)
+        created = await create(nc, config)
+        first = created["cluster"]["leader"]
+        await fill(nc, subject, 0, 10)
+        durable = {"durable_name": "WORK", "ack_policy": "explicit"}
+        made = await js_api(
+            nc, f"$JS.API.CONSUMER.CREATE.{name}.WORK", {"stream_name": name, "config": durable}
+        )
+        assert "error" not in made, made
+        sub = await nc.jetstream().pull_subscribe_bind("WORK", name)
+        for msg in await sub.fetch(4, timeout=5):
+            await msg.ack_sync()
+        up = await js_api(nc, f"$JS.API.STREAM.UPDATE.{name}", {**config, "num_replicas": 3}, 10)
+        assert "error" not in up, up
+        assert up["config"]["num_replicas"] == 3
+        await fill(nc, subject, 10, 5)
+        peers = await wait_peers(nc, name, 3, 15)
+        assert first in peers
+        for server in sorted(peers - {first}):
+            await lead_on(nc, name, server)
+            leader, _, held = await _replicas(nc, name)
+            assert (leader, held) == (server, 15)
+            state = await js_api(nc, f"$JS.API.CONSUMER.INFO.{name}.WORK", timeout=10)
+            assert state["ack_floor"]["stream_seq"] == 4, state
+        (msg,) = await sub.fetch(1, timeout=10)
+        assert msg.metadata.sequence.stream == 5 and msg.data == b"m4"
     finally:
-        await js_api(nc, "$JS.API.STREAM.DELETE.PLAIN", timeout=10)
+        await js_api(nc, f"$JS.API.STREAM.DELETE.{name}", timeout=10)

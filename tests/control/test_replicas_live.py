@@ -35,13 +35,6 @@ from tests.control.conftest import cli_app
 
 pytestmark = pytest.mark.timeout(90)
 
-#: Headwater's 10052 texts for what replicated streams cannot do yet (its
-#: jetstream/streamconfig_update.py and streamconfig_validate.py); asserted on the CLI's output.
-REPLICAS_CHANGE_NOT_YET = (
-    "changing num_replicas of a stream created with one replica is not supported yet"
-)
-
-
 @pytest.fixture(scope="module", params=KINDS)
 def js_cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     if request.param == "nats" and nats_server_binary() is None:
@@ -238,32 +231,21 @@ def test_replicas_3_to_1_and_back_are_updates_in_place(cluster: Cluster, tmp_pat
 
 
 def test_replicas_of_a_stream_created_with_one(cluster: Cluster, tmp_path: Path) -> None:
-    """nats-server scales a stream created with one replica up by an update; Headwater
-    refuses it for now (10052): the apply fails naming that, and the stream stays R1."""
+    """Both servers scale a stream created with one replica up by an update, another
+    field changed in the same apply (on Headwater the plain stream becomes a replicated
+    group, docs/REPLICATION.md); the stream then plans clean from every server."""
     server = cluster.servers[0]
     assert cli(server, "apply", "-f", write(tmp_path, stream_doc(1)), "--yes").exit_code == 0
-    up = write(tmp_path, stream_doc(3), "up.yaml")
+    described = stream_doc(3).replace("replicas: 3", "replicas: 3, description: orders")
+    up = write(tmp_path, described, "up.yaml")
     applied = cli(server, "apply", "-f", up, "--yes", "--json")
-    report = json.loads(applied.stdout)["apply"]
-    (result,) = report["results"]
-    if cluster.kinds[0] == "nats":
-        assert applied.exit_code == exitcodes.OK, applied.output
-        _scaled(server, 3)
-        assert cli(server, "plan", "-f", up).exit_code == exitcodes.OK
-        return
-    assert applied.exit_code == exitcodes.ERROR, applied.output
-    assert result["status"] == "failed", result
-    assert REPLICAS_CHANGE_NOT_YET in result["message"], result
-    assert "10052" in result["message"], result
-    assert not report["ok"]
-    # Without --json a person reads the server's reason too.
-    again = cli(server, "apply", "-f", up, "--yes")
-    assert again.exit_code == exitcodes.ERROR
-    assert REPLICAS_CHANGE_NOT_YET in plain(again.output), again.output
-    # Nothing changed half-way: still R1, and the plan still wants 1 -> 3.
-    reply = info(server, "ORDERS")
-    assert reply["config"]["num_replicas"] == 1
-    assert cli(server, "plan", "-f", up).exit_code == exitcodes.CHANGES
+    assert applied.exit_code == exitcodes.OK, applied.output
+    (result,) = json.loads(applied.stdout)["apply"]["results"]
+    assert result["action"] == "update", result
+    _scaled(server, 3)
+    for each in cluster.servers:
+        assert info(each, "ORDERS")["config"]["description"] == "orders"
+        assert cli(each, "plan", "-f", up).exit_code == exitcodes.OK
 
 
 def test_r3_on_file_storage(cluster: Cluster, tmp_path: Path) -> None:

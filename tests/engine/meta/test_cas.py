@@ -45,6 +45,26 @@ async def test_swap_on_mod_revision(etcd: Any) -> None:
         assert await meta.compare_and_swap("groups/none", b"x", first) == (False, None)
 
 
+async def test_a_swap_sets_more_keys_only_when_it_succeeds(etcd: Any) -> None:
+    """A plain stream becoming a group swaps its placement and writes its group's first
+    record in one transaction: both or neither."""
+    urls = await started(etcd)
+    async with MetaClient(urls, "test") as meta:
+        ok, placed = await meta.compare_and_swap("streams/S", b"r1", 0)
+        assert ok and placed is not None
+        ok, _ = await meta.compare_and_swap(
+            "streams/S", b"late", placed.mod_revision - 1, also={"groups/S": b"record"}
+        )
+        assert not ok and await meta.get("groups/S") is None
+        ok, now = await meta.compare_and_swap(
+            "streams/S", b"r3", placed.mod_revision, also={"groups/S": b"record"}
+        )
+        assert ok and now is not None and now.value == b"r3"
+        record = await meta.get("groups/S")
+        assert record is not None and record.value == b"record"
+        assert record.mod_revision == now.mod_revision  # one transaction, one revision
+
+
 async def test_concurrent_swaps_from_one_revision_one_wins(etcd: Any) -> None:
     urls = await started(etcd)
     async with MetaClient(urls, "test") as one, MetaClient(urls, "test") as two:

@@ -52,7 +52,9 @@ from headwater.server.meta.client import (
 )
 from headwater.server.meta.etcdmember import EtcdError, EtcdMember
 from headwater.server.meta.tls import EtcdTLS
+from headwater.server.replicated import groupstore
 from headwater.server.replicated.groupstore import GroupStore
+from headwater.server.replicated.record import GroupRecord
 from headwater.server.routing.subjects import SERVERS_ONLY
 from headwater.server.subscription import Subscription
 
@@ -65,6 +67,7 @@ from .wire import ZERO_TIME, dumps
 
 if TYPE_CHECKING:
     from .service import JetStreamService
+    from .stream import Stream
 
 log = logging.getLogger("headwater.server")
 
@@ -269,6 +272,7 @@ class ClusteredJetStream:
             len(self.placements),
         )
         await self._claim_recovered()
+        await self.replicas.settle_recovered()
 
     async def _register(self) -> None:
         assert self.meta is not None
@@ -568,6 +572,53 @@ class ClusteredJetStream:
             load=load,
         )
         await self._set_peers(cfg.name, placed, peers, cfg)
+
+    async def replicate(self, stream: Stream, cfg: StreamConfig) -> Stream:
+        """STREAM.UPDATE raising ``num_replicas`` of a stream created with one replica (here,
+        its server): the peers chosen as a group of one here grows (this server first), then
+        the stream becomes that group (:meth:`Replicas.convert`)."""
+        candidates, load = await self._candidates(cfg)
+        peers = groupmembers.resized(
+            (self.name,),
+            max(cfg.num_replicas, 1),
+            leader=self.name,
+            in_sync=frozenset({self.name}),
+            candidates=candidates,
+            load=load,
+        )
+        return await self.replicas.convert(stream, cfg, peers)
+
+    async def swap_to_group(
+        self, stream: str, peers: tuple[str, ...], cfg: StreamConfig, record: GroupRecord
+    ) -> bool | None:
+        """The placement of ``stream``, placed here on its own, swapped for a replicated one
+        wanting ``peers``, with its group's first ``record``, in one etcd transaction: True
+        when made; False when not (the placement is no longer this server's alone, or etcd
+        did not answer before it was tried); None when unknown (asked, and not answered)."""
+        assert self.meta is not None
+        key = f"{STREAMS}{stream}"
+        try:
+            found = await self.meta.get(key, timeout=API_ETCD_TIMEOUT)
+        except MetaError:
+            return False
+        placed = _parse_placement(found.value) if found is not None else None
+        if found is None or placed is None or placed.replicated or placed.server != self.name:
+            return False
+        value = _placement(self.name, peers, cfg)
+        also = {groupstore.key(stream): groupstore.encode(record)}
+        try:
+            ok, _ = await self.meta.compare_and_swap(
+                key, value, found.mod_revision, timeout=API_ETCD_TIMEOUT, also=also
+            )
+        except MetaError as exc:
+            log.warning("JetStream cluster: replicating %r: %s (reading it back)", stream, exc)
+            with contextlib.suppress(MetaError):
+                now = await self.read_placement(stream, refresh=True)
+                return now is not None and now.replicated
+            return None
+        if ok:
+            self.placements[stream] = Placement(self.name, peers, cfg)
+        return ok
 
     async def remove_group_peer(self, cfg: StreamConfig, peer: str) -> None:
         """STREAM.PEER.REMOVE of a replicated stream (here, where it leads): ``peer``

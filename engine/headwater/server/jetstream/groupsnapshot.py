@@ -75,7 +75,7 @@ from . import publish
 from .restore import next_batch
 from .snapshot import archived_stream
 from .stream import store_limits
-from .streamconfig import config_from_json
+from .streamconfig import config_from_json, config_to_json
 
 if TYPE_CHECKING:
     from .stream import Stream
@@ -160,7 +160,10 @@ class SnapshotProducer:
         compression: Compression = Compression.ZSTD,
         read_batch: int = READ_BATCH,
         consumers: list[Any] | None = None,
+        config: StreamConfig | None = None,
     ) -> None:
+        """``config``: the config the snapshot carries (the stream's by default; a plain
+        stream's seed carries the group's new one, :mod:`.groupseed`)."""
         self.stream = stream
         self.store = stream.store
         self.index = index
@@ -183,7 +186,9 @@ class SnapshotProducer:
         self.header = ArchivedStream(
             name=record.name,
             created_ns=record.created_ns,
-            config=record.config,
+            config=record.config
+            if config is None
+            else config_to_json(config, dynamic_metadata=False),
             state={**record.state, REPLICA_KEY: state},
         )
         self.cut = int(record.state["last_seq"])
@@ -355,14 +360,16 @@ class Installed:
 
     def swap_into(self, stream: Stream) -> StreamStore:
         """Make this the replica's state, in one synchronous step: its store, the duplicate
-        window, ``lseq``/``lmsgid`` and the markers (:meth:`Stream.replace_state`), and its
-        config when the snapshot's differs (:meth:`Stream.reconfigure`). Returns
-        the old store, which the owner closes (``aclose``) or deletes (``adelete``)
-        afterwards."""
+        window, ``lseq``/``lmsgid`` and the markers (:meth:`Stream.replace_state`), its
+        creation time, and its config when the snapshot's differs
+        (:meth:`Stream.reconfigure`). Returns the old store, which the owner closes
+        (``aclose``) or deletes (``adelete``) afterwards."""
         st = self.state
         old = stream.replace_state(self.store, st.dedupe, st.lseq, st.lmsgid, st.markers)
         if self.config != stream.config:
             stream.reconfigure(self.config)
+        # The stream's creation time is its first server's, whichever replica shows it.
+        stream.created_ns = self.header.created_ns
         return old
 
     async def discard(self) -> None:

@@ -40,18 +40,22 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
+from headwater.server.consumers import config as ccfg
+from headwater.server.meta.client import MetaError
 from headwater.server.replicated.groupstore import GroupStore
 from headwater.server.replicated.record import GroupRecord
 from headwater.server.replicated.wal import ReplicationLog
 
-from . import errors, groupcheckpoint
+from . import errors, groupcheckpoint, groupseed, layout
 from .registry import NameTaken
 from .stream import Stream
 from .streamconfig import StreamConfig
 from .streamgroup import SNAPSHOTS, StreamGroup, open_file_replica, open_log
 
 if TYPE_CHECKING:
-    from .clustered import ClusteredJetStream
+    from .clustered import ClusteredJetStream, Placement
     from .service import JetStreamService
 
 log = logging.getLogger("headwater.server")
@@ -140,7 +144,7 @@ class Replicas:
                 await pending
         await self.remove(name)
 
-    def _start(self, name: str, work: Coroutine[Any, Any, None]) -> None:
+    def _start(self, name: str, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(work)
         self._work[name] = task
 
@@ -149,6 +153,7 @@ class Replicas:
                 del self._work[name]
 
         task.add_done_callback(done)
+        return task
 
     # Creating -----------------------------------------------------------------------------
 
@@ -168,6 +173,10 @@ class Replicas:
             raise errors.CLUSTER_NOT_AVAIL.exc() from None
         if name not in self.groups and name not in self._work:
             self._start(name, self._open(cfg))
+        return await self._leading(name)
+
+    async def _leading(self, name: str) -> Stream:
+        """The replica of ``name`` here once it leads (10008 when it does not soon)."""
         deadline = time.monotonic() + LEADING_TIMEOUT_S
         while time.monotonic() < deadline:
             group = self.groups.get(name)
@@ -200,6 +209,15 @@ class Replicas:
                 else:
                     wal, recovered, lost = await asyncio.to_thread(open_log, directory)
                     stream = svc.new_stream(cfg, time.time_ns())
+                seed: Path | None = directory / groupseed.SEED
+                assert seed is not None
+                if base == (0, 0) and not recovered and not lost and seed.exists():
+                    base = groupseed.BASE  # a new group from a plain stream's state
+                    wal.rebase(*base)
+                else:
+                    if file is not None:  # planted and checkpointed before a restart
+                        await asyncio.to_thread(seed.unlink, True)
+                    seed = None
                 assert svc.client is not None and self.clustered.meta is not None
                 group = StreamGroup(
                     stream,
@@ -215,6 +233,7 @@ class Replicas:
                     lost_state=lost,
                     consumers=svc.consumers,
                     file=file,
+                    seed=seed,
                 )
                 placed = self.clustered.placements.get(name)
                 if placed is not None and placed.replicated:
@@ -230,6 +249,128 @@ class Replicas:
         log.info(
             "JetStream cluster: replica of %r open (%d entries in its log)", name, len(recovered)
         )
+
+    # A plain stream becoming a group (groupseed) ---------------------------------------------
+
+    async def convert(self, stream: Stream, cfg: StreamConfig, peers: tuple[str, ...]) -> Stream:
+        """STREAM.UPDATE raising ``num_replicas`` of the plain stream ``stream``, placed here:
+        it becomes a group of one replica here wanting ``peers`` (this server first), from
+        its own state (:mod:`.groupseed`). Returns the replica once it leads, as a create."""
+        name = stream.name
+        if name in self._work:
+            raise errors.CLUSTER_NOT_AVAIL.exc()
+        task = self._start(name, self._convert(stream, cfg, peers))
+        await task
+        return await self._leading(name)
+
+    async def _convert(self, stream: Stream, cfg: StreamConfig, peers: tuple[str, ...]) -> None:
+        svc, clustered = self.service, self.clustered
+        name = stream.name
+        try:
+            claim, stream = svc.streams.claim_live(name, "being replicated")
+        except (NameTaken, KeyError):
+            raise errors.CLUSTER_NOT_AVAIL.exc() from None
+        directory = groups_dir(svc.root) / name
+        with claim:
+            consumers = list(stream.consumers.values())
+            await stream.take(False)
+            await svc.consumers.close_stream(stream, deleted=False)
+            rows = groupseed.consumer_rows(consumers)
+            swapped: bool | None = False
+            try:
+                await stream.durable()
+                await asyncio.to_thread(_fresh_dir, directory)
+                await groupseed.write(stream, cfg, rows, directory / groupseed.SEED)
+                if stream.directory is not None:
+                    await groupseed.mark(stream.directory)
+                me = clustered.name
+                record = GroupRecord((me,), groupseed.BASE[1], me, frozenset({me}))
+                swapped = await clustered.swap_to_group(name, peers, cfg, record)
+            except Exception as exc:
+                log.error("JetStream cluster: stream %r not replicated: %s", name, exc)
+            if swapped is False:
+                await self._stay_plain(stream, rows, directory)
+                claim.install(stream)
+                raise errors.CLUSTER_NOT_AVAIL.exc()
+            if swapped is None:
+                # Whether etcd took it is unknown: the stream stays closed, its marker on disk,
+                # until the placement can be read (the server's start does the same).
+                self._spawn_settle(stream, rows, directory)
+                raise errors.CLUSTER_NOT_AVAIL.exc()
+            await self._drop_plain(stream)
+        await self._open(cfg)
+
+    async def _stay_plain(self, stream: Stream, rows: list[list[Any]], directory: Path) -> None:
+        """Undo a conversion that etcd did not take: the stream takes its messages again and
+        its consumers run from the states just written."""
+        svc = self.service
+        await asyncio.to_thread(shutil.rmtree, directory, True)
+        if stream.directory is not None and groupseed.marked(stream.directory):
+            await groupseed.unmark(stream.directory)
+        for name, config, created, state in rows:
+            cfg = ccfg.from_stored(config)
+            await svc.consumers.restore(stream, name, cfg, created, orjson.dumps(state))
+        await stream.take(True)
+
+    async def _drop_plain(self, stream: Stream) -> None:
+        """The plain stream, replaced by its group: its files go (no advisory: it lives on)."""
+        await stream.delete()
+        if stream.directory is not None:
+            await asyncio.to_thread(layout.remove_stream_dir, stream.directory)
+
+    def _spawn_settle(self, stream: Stream, rows: list[list[Any]], directory: Path) -> None:
+        """Settle a conversion whose outcome is unknown, in the background (its name's work:
+        the placement's watch opens no replica meanwhile)."""
+
+        async def settle() -> None:
+            placed = await self._placement_when_known(stream.name)
+            if placed is not None and placed.replicated:
+                await self._drop_plain(stream)
+                await self._open_if_peer(stream.name, placed)
+                return
+            try:
+                claim = self.service.streams.claim(stream.name, "being recovered")
+            except NameTaken:
+                return
+            with claim:
+                await self._stay_plain(stream, rows, directory)
+                claim.install(stream)
+
+        self._start(stream.name, settle())
+
+    async def settle_recovered(self) -> None:
+        """The streams the service found half-converted at start (their marker on disk):
+        the placement decides, now that it can be read."""
+        held = self.service.replicating
+        for name in list(held):
+            item = held.pop(name)
+            self._start(name, self._settle_recovered(item))
+
+    async def _settle_recovered(self, item: layout.StoredStream) -> None:
+        name = item.config.name
+        placed = await self._placement_when_known(name)
+        if placed is not None and placed.replicated:
+            log.info("JetStream cluster: stream %r became a replicated group", name)
+            await asyncio.to_thread(layout.remove_stream_dir, item.directory)
+            await self._open_if_peer(name, placed)
+            return
+        log.info("JetStream cluster: stream %r stays on one server", name)
+        await asyncio.to_thread(shutil.rmtree, groups_dir(self.service.root) / name, True)
+        await groupseed.unmark(item.directory)
+        await self.service.recover_stream(item)
+
+    async def _open_if_peer(self, name: str, placed: Placement) -> None:
+        if placed.config is not None and self.clustered.name in placed.peers:
+            await self._open(placed.config)
+
+    async def _placement_when_known(self, name: str) -> Placement | None:
+        """The stream's placement as etcd has it, read again until etcd answers."""
+        while True:
+            try:
+                return await self.clustered.read_placement(name, refresh=True)
+            except MetaError as exc:
+                log.warning("JetStream cluster: placement of %r not read yet: %s", name, exc)
+                await asyncio.sleep(1.0)
 
     # Removing -----------------------------------------------------------------------------
 
@@ -284,6 +425,12 @@ class Replicas:
             with contextlib.suppress(Exception):
                 await self._close(name, group)
         self.groups.clear()
+
+
+def _fresh_dir(directory: Path) -> None:
+    """``directory`` empty (a failed conversion's leftovers go)."""
+    shutil.rmtree(directory, True)
+    directory.mkdir(parents=True)
 
 
 def _has_others(group: StreamGroup) -> bool:

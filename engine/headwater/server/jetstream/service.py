@@ -24,7 +24,7 @@ from headwater.server.consumers.config import stored_json
 from headwater.server.consumers.manager import ConsumerManager
 from headwater.server.store import StoreConfig, StreamStore, SyncPolicy, open_store
 
-from . import errors, layout
+from . import errors, groupseed, layout
 from .accountinfo import ApiStats, Resources, account_info
 from .advisories import API_LIMIT_ADVISORY, api_limit_reached_body, publish_stream_action
 from .api import CONSUMER_ROUTES, ROUTES, ApiRouter
@@ -70,6 +70,10 @@ class JetStreamService:
         self.root: Path = layout.jetstream_root(settings.store_dir)
         self.streams = StreamRegistry()
         """Every path that adds or removes a stream goes through a claim on it (registry.py)."""
+        self.replicating: dict[str, layout.StoredStream] = {}
+        """Streams found on disk in the middle of becoming replicated groups, kept closed until
+        the cluster's placement says which they are (:mod:`.groupseed`; owned by
+        :class:`.replicas.Replicas` once the cluster is joined)."""
         self.stats = ApiStats()
         self.resources = Resources(settings.max_memory_store, settings.max_file_store)
         self.sync = sync_policy(settings.sync_interval)
@@ -169,23 +173,32 @@ class JetStreamService:
         if found:
             log.info('Recovering JetStream state for account "$G"')
         for item in found:
-            cfg = item.config
-            began = time.perf_counter()
-            try:
-                with self.streams.claim(cfg.name, "being recovered") as claim:
-                    stream = await self.open_claimed(cfg, item.created_ns, item.directory, claim)
-            except Exception as exc:
-                log.error('Error recreating stream "%s": %s', cfg.name, exc)
+            if groupseed.marked(item.directory):
+                # Becoming a replicated group when the server stopped: which it is, only the
+                # placement says (read once the cluster is joined: groupseed's docstring).
+                self.replicating[item.config.name] = item
                 continue
-            self.consumers.recover(stream)
-            log.info(
-                "  Restored %s messages for stream '$G > %s' in %.2fms",
-                f"{stream.state().msgs:,}",
-                cfg.name,
-                (time.perf_counter() - began) * 1000,
-            )
+            await self.recover_stream(item)
         if found:
             log.info("Recovering %d streams", len(self.streams))
+
+    async def recover_stream(self, item: layout.StoredStream) -> None:
+        """Open a stream found on disk, with its consumers (errors logged)."""
+        cfg = item.config
+        began = time.perf_counter()
+        try:
+            with self.streams.claim(cfg.name, "being recovered") as claim:
+                stream = await self.open_claimed(cfg, item.created_ns, item.directory, claim)
+        except Exception as exc:
+            log.error('Error recreating stream "%s": %s', cfg.name, exc)
+            return
+        self.consumers.recover(stream)
+        log.info(
+            "  Restored %s messages for stream '$G > %s' in %.2fms",
+            f"{stream.state().msgs:,}",
+            cfg.name,
+            (time.perf_counter() - began) * 1000,
+        )
 
     # --- stream management (called by the API handlers) ----------------------------------
 

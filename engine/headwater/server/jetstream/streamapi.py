@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import msgspec
 import orjson
 
 from headwater.server.replicated.runner import LOST_QUORUM_MS
@@ -25,7 +26,11 @@ from .direct import MSG_GET_REQUEST, msg_get
 from .gojson import GoType
 from .streamconfig import StreamConfig
 from .streamconfig_update import update_stream_request
-from .streamconfig_validate import REPLICATED_SOURCES_NOT_YET, create_stream_request
+from .streamconfig_validate import (
+    REPLICATED_RESTORE_NOT_YET,
+    REPLICATED_SOURCES_NOT_YET,
+    create_stream_request,
+)
 from .streaminfo import info_for_list, info_for_request, info_plain
 from .subject_rules import subjects_collide
 from .templates import check_not_template_owned
@@ -181,13 +186,6 @@ def check_storable_name(cfg: StreamConfig) -> None:
         raise errors.STREAM_CREATE.exc(err="error creating store for stream")
 
 
-REPLICA_CHANGE_NOT_YET = (
-    "changing num_replicas of a stream created with one replica is not supported yet"
-)
-"""A replicated stream's ``num_replicas`` changes between 1 and 5 (its group's peers change:
-docs/REPLICATION.md, "Changing the peers"; at one it stays a group of one); a stream created
-with one replica is no group, so a change of its count is refused in a cluster (a single
-server refuses any count above 1 with 10074)."""
 REPLICATED_MARKERS_ON_NOT_YET = (
     "turning subject delete markers on in an update of a replicated stream is not supported yet"
 )
@@ -298,11 +296,25 @@ class StreamApi:
         stream = svc.streams[name]
         if stream.group is not None:
             await self._update_replicated(stream, cfg)
-        elif max(cfg.num_replicas, 1) != max(stream.config.num_replicas, 1):
-            raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICA_CHANGE_NOT_YET)
+        elif cfg.num_replicas > 1 and svc.clustered is not None:
+            stream = await self._replicate(stream, cfg)
         else:
             stream = await svc.update_stream(name, cfg)
         return self._in_cluster(info_plain(stream), stream)
+
+    async def _replicate(self, stream: Stream, cfg: StreamConfig) -> Stream:
+        """A stream created with one replica given more: the rest of the update first, as
+        any update of it, then it becomes a replicated group from its state (docs/
+        REPLICATION.md, "Growing a stream of one replica"). A single server refused the
+        count already (10074)."""
+        svc = self.service
+        assert svc.clustered is not None
+        if stream.config.template_owner:
+            raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_RESTORE_NOT_YET)
+        plain = msgspec.structs.replace(cfg, num_replicas=stream.config.num_replicas)
+        if plain != stream.config:
+            stream = await svc.update_stream(stream.name, plain)
+        return await svc.clustered.replicate(stream, cfg)
 
     async def _update_replicated(self, stream: Stream, cfg: StreamConfig) -> None:
         """A replicated stream's new config goes into its log; every replica applies it there

@@ -100,7 +100,7 @@ from headwater.server.replicated.record import GroupRecord
 from headwater.server.replicated.runner import GroupRunner, ReplicaLog, Resolve, Transport
 from headwater.server.replicated.transfer import FileSink, Transfers, file_sinks
 from headwater.server.replicated.wal import SEGMENT_BYTES, CorruptLog, ReplicationLog
-from headwater.server.store import StoreConfig
+from headwater.server.store import StoreConfig, StreamStore
 from headwater.server.store.file.fileio import FileIO
 
 from . import advisories, errors, groupcheckpoint, groupops, groupsnapshot, publish
@@ -281,7 +281,10 @@ class StreamGroup:
         consumers: ConsumerManager | None = None,
         file: groupcheckpoint.Recovered | None = None,
         checkpoint_every_s: float = CHECKPOINT_EVERY_S,
+        seed: Path | None = None,
     ) -> None:
+        """``seed``: a new group's first state (:mod:`.groupseed`), as of ``base``, installed
+        by :meth:`start`."""
         if compact_every < 1:
             raise ValueError("compact_every must be positive")
         self.stream = stream
@@ -360,12 +363,15 @@ class StreamGroup:
         """The peers the stream's placement wants (None: not told yet)."""
         self.on_left: Callable[[], None] = _nothing
         """Called when this replica is neither in the group's record nor wanted."""
+        self._seed = seed
         if file is not None and file.state is not None:
             self._restore(file)
 
     async def start(self) -> None:
         self.stream.group = self
         self._snapshot_dir.mkdir(parents=True, exist_ok=True)
+        if self._seed is not None:
+            await self._plant(self._seed)
         await self.stream.start()
         await self.transfers.start()
         if self.checkpoints is not None:
@@ -718,17 +724,7 @@ class StreamGroup:
             self.lost_state = False
             self.snapshots_installed += 1
             log.info("stream %r: snapshot at %d (epoch %d) installed", stream.name, index, epoch)
-            if checkpoints is None:
-                await old.aclose()
-                return
-            # A restart must find the new store: checkpoint it at once; only then is the old
-            # one (which the last checkpoint named until now) deleted.
-            assert directory is not None
-            checkpoints.swapped(directory)
-            stream.ids_recorded = []
-            await self.checkpoint()
-            await old.adelete()
-            await checkpoints.drop_stores_but_current()
+            await self._retire(old, directory)
         except groupsnapshot.SnapshotError as exc:
             log.warning("stream %r: snapshot at %d not installed: %s", stream.name, index, exc)
         except Exception:
@@ -736,6 +732,43 @@ class StreamGroup:
         finally:
             with contextlib.suppress(OSError):
                 await asyncio.to_thread(path.unlink, True)
+
+    async def _retire(self, old: StreamStore, directory: Path | None) -> None:
+        """The store a snapshot (or seed) replaced: closed, or for a file stream deleted once a
+        checkpoint names the new one in ``directory`` (a restart must find the new store)."""
+        checkpoints = self.checkpoints
+        if checkpoints is None:
+            await old.aclose()
+            return
+        assert directory is not None
+        checkpoints.swapped(directory)
+        self.stream.ids_recorded = []
+        await self.checkpoint()
+        await old.adelete()
+        await checkpoints.drop_stores_but_current()
+
+    async def _plant(self, seed: Path) -> None:
+        """A new group's first state, before its runner starts (whose base is the seed's
+        entry already). A file stream's seed is deleted once checkpointed; a memory stream
+        keeps it, so that a restart before its log holds an entry starts from it again
+        (:func:`.replicas.Replicas._open` plants a seed only in a replica with no log)."""
+        checkpoints = self.checkpoints
+        directory = checkpoints.next_store_dir() if checkpoints is not None else None
+        installed = await groupsnapshot.install(
+            self.stream,
+            seed,
+            index=self._applied,
+            epoch=self._applied_epoch,
+            directory=directory,
+            replica=True,
+        )
+        old = installed.swap_into(self.stream)
+        self.consumers.install(installed.state.consumers)
+        await self._retire(old, directory)
+        if checkpoints is not None:
+            await asyncio.to_thread(seed.unlink, True)
+        self._seed = None
+        log.info("stream %r: its group starts from the stream's state", self.stream.name)
 
     def _on_answer(self, answer: Answer | str, index: int) -> None:
         outcome = self._outcomes.pop(index, None)

@@ -29,7 +29,7 @@ import contextlib
 import logging
 import time
 import urllib.parse
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -238,9 +238,11 @@ class MetaClient:
         expected_mod_revision: int,
         *,
         timeout: float | None = None,
+        also: Mapping[str, bytes] | None = None,
     ) -> tuple[bool, MetaValue | None]:
         """Sets ``name`` only if its mod revision is ``expected_mod_revision`` (0: absent), in
         one transaction; returns whether it did and the key as etcd holds it after the call.
+        ``also``: more keys set in the same transaction when (and only when) it succeeds.
 
         Of any number of swaps naming one revision exactly one succeeds. The key is read back
         in the same transaction (a read after a write in one etcd transaction sees it), so the
@@ -248,12 +250,14 @@ class MetaClient:
         :class:`MetaUnavailable` here leaves the outcome unknown: the swap may have happened.
         """
         key = self.key(name)
+        more = [(self.key(k), v) for k, v in (also or {}).items()]
 
         async def txn(client: aetcd.Client) -> tuple[bool, MetaValue | None]:
             read = client.transactions.get(key)
+            puts = [client.transactions.put(k, v) for k, v in more]
             ok, responses = await client.transaction(
                 compare=[client.transactions.mod(key) == expected_mod_revision],
-                success=[client.transactions.put(key, value), read],
+                success=[client.transactions.put(key, value), *puts, read],
                 failure=[read],
             )
             found = responses[-1]  # the read: a list of (value, kv) pairs
