@@ -209,7 +209,7 @@ async def wait_jetstream(cluster: Cluster, timeout: float = 30.0) -> None:
             await nc.close()
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
     """Processes below ``pid``, read from each /proc/<pid>/stat's parent field (Linux)."""
     parents: dict[int, int] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -235,7 +235,7 @@ def crash(cluster: Cluster, i: int) -> None:
     nothing of it keeps running, as when its machine or container dies."""
     srv: ServerProcess = cluster.servers[i]
     assert srv.proc is not None
-    kids = _descendants(srv.proc.pid)
+    kids = descendants(srv.proc.pid)
     cluster.kill(i)
     for pid in kids:
         try:

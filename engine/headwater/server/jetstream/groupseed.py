@@ -29,7 +29,9 @@ one server still, the marker and the seed are deleted and the stream opens as it
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,12 +49,28 @@ if TYPE_CHECKING:
     from .stream import Stream
     from .streamconfig import StreamConfig
 
+log = logging.getLogger("headwater.server")
+
 SEED = "seed"
 """The seed's file in the group's directory."""
 MARKER = "replicating"
 """The file in a plain stream's directory that says it is becoming a group."""
 BASE = (1, 1)
 """The entry (index, epoch) a seed is the state as of."""
+FAULT_ENV = "HEADWATER_FAULT_CONVERT"
+BEFORE_SWAP = "before-swap"
+AFTER_SWAP = "after-swap"
+
+
+def fault_point(point: str) -> None:
+    """A test hook for the fault suite: with ``HEADWATER_FAULT_CONVERT=<point>`` the process
+    kills itself (SIGKILL) at that step of a conversion: :data:`BEFORE_SWAP` (the seed and
+    the marker written), :data:`AFTER_SWAP` (etcd took it; the plain stream still on
+    disk)."""
+    if os.environ.get(FAULT_ENV) == point:
+        log.warning("%s=%s: killed at this step of a conversion", FAULT_ENV, point)
+        logging.shutdown()
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def consumer_rows(consumers: list[Consumer]) -> list[list[Any]]:

@@ -102,6 +102,8 @@ class Replicas:
             return
         if config is None or self.clustered.name not in peers:
             return
+        if name in self.service.replicating:
+            return  # found half-converted at start: settle_recovered opens it
         if name in self._work:
             return
         self._start(name, self._open(config))
@@ -283,6 +285,7 @@ class Replicas:
                 await groupseed.write(stream, cfg, rows, directory / groupseed.SEED)
                 if stream.directory is not None:
                     await groupseed.mark(stream.directory)
+                groupseed.fault_point(groupseed.BEFORE_SWAP)
                 me = clustered.name
                 record = GroupRecord((me,), groupseed.BASE[1], me, frozenset({me}))
                 swapped = await clustered.swap_to_group(name, peers, cfg, record)
@@ -297,6 +300,7 @@ class Replicas:
                 # until the placement can be read (the server's start does the same).
                 self._spawn_settle(stream, rows, directory)
                 raise errors.CLUSTER_NOT_AVAIL.exc()
+            groupseed.fault_point(groupseed.AFTER_SWAP)
             await self._drop_plain(stream)
         await self._open(cfg)
 
