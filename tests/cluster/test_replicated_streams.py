@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 
+from headwater.control import backup
 from headwater.testing import Cluster, monitor_json
 
 pytestmark = pytest.mark.timeout(60)
@@ -300,3 +302,48 @@ async def test_what_replicated_streams_do_not_do_yet_is_refused(
         "description": "turning subject delete markers on in an update of a replicated "
         "stream is not supported yet",
     }
+
+
+@SHARED
+async def test_a_backup_is_restored_with_three_replicas(
+    shared_js_cluster: Cluster, shared_js_clients: list[NATS], tmp_path: Path
+) -> None:
+    """A backup of a stream made with one replica is restored with three: every message and
+    the consumer's acknowledged state are there, on a leader and two current replicas (on
+    Headwater the restored stream becomes a replicated group from its state)."""
+    nc = shared_js_clients[0]
+    config = {**r3("BACKED", ["backed.>"], storage="file"), "num_replicas": 1}
+    await create(nc, config)
+    for i in range(10):
+        ack = await publish(nc, "backed.a", f"m{i}".encode())
+        assert "error" not in ack, ack
+    durable = {"durable_name": "WORK", "ack_policy": "explicit"}
+    made = await js_api(
+        nc, "$JS.API.CONSUMER.CREATE.BACKED.WORK", {"stream_name": "BACKED", "config": durable}
+    )
+    assert "error" not in made, made
+    sub = await nc.jetstream().pull_subscribe_bind("WORK", "BACKED")
+    for msg in await sub.fetch(4, timeout=5):
+        await msg.ack_sync()
+    await sub.unsubscribe()
+    await backup.backup_stream(nc, "BACKED", tmp_path / "bk")
+    assert (await js_api(nc, "$JS.API.STREAM.DELETE.BACKED", timeout=10)).get("success")
+
+    restored = await backup.restore_stream(
+        shared_js_clients[1], tmp_path / "bk", config={**config, "num_replicas": 3}, timeout=20
+    )
+    assert restored["config"]["num_replicas"] == 3, restored
+    assert restored["state"]["messages"] == 10, restored
+
+    async def replicated() -> bool:
+        reply = await info(shared_js_clients[2], "BACKED")
+        others = (reply.get("cluster") or {}).get("replicas") or []
+        return (
+            reply.get("state", {}).get("messages") == 10
+            and len(others) == 2
+            and all(r.get("current") for r in others)
+        )
+
+    await wait_until(replicated, 30, "BACKED on a leader and two current replicas")
+    state = await js_api(shared_js_clients[2], "$JS.API.CONSUMER.INFO.BACKED.WORK", timeout=10)
+    assert state["ack_floor"]["stream_seq"] == 4 and state["num_pending"] == 6, state

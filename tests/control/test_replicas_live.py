@@ -35,6 +35,7 @@ from tests.control.conftest import cli_app
 
 pytestmark = pytest.mark.timeout(90)
 
+
 @pytest.fixture(scope="module", params=KINDS)
 def js_cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     if request.param == "nats" and nats_server_binary() is None:

@@ -753,7 +753,9 @@ class ClusteredJetStream:
             load[placed.server] = load.get(placed.server, 0) + 1
         ranked = sorted(candidates, key=lambda p: (load.get(p.name, 0), p.name))
         chosen = ranked[0]
-        peers = tuple(p.name for p in ranked[:replicas]) if replicas > 1 else ()
+        # A restore with replicas is built on one server, which then makes it a group from
+        # its state (restore.RestoreSession._build): placed there alone first.
+        peers = tuple(p.name for p in ranked[:replicas]) if replicas > 1 and not restore else ()
         try:
             won = await self.meta.create(
                 f"streams/{stream}", _placement(chosen.name, peers), timeout=API_ETCD_TIMEOUT

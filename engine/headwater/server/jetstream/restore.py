@@ -24,6 +24,7 @@ removed on every failure path.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
@@ -33,6 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+import msgspec
 import orjson
 
 from headwater.archive import (
@@ -55,7 +57,7 @@ from .gojson import GoJSONError, loads
 from .publish import MSG_TTL, SECOND, parse_ttl
 from .stream import store_limits
 from .streamconfig import StreamConfig, config_to_json
-from .streamconfig_validate import create_stream_request, refuse_replicated
+from .streamconfig_validate import create_stream_request
 from .streaminfo import info_plain
 from .templates import check_not_template_owned
 from .wire import dumps, is_empty_request, rfc3339
@@ -122,7 +124,6 @@ async def start_restore(api: SnapshotApi, req: Request) -> dict[str, Any]:
         raise errors.STREAM_NAME_EXIST_RESTORE_FAILED.exc()
     configs = [s.config for s in service.streams.values()]
     outcome = create_stream_request(dumps(config), name, configs, service.stream_limits)
-    refuse_replicated(outcome.config)
     check_not_template_owned(outcome.config)
     service.resources.check_reservation(outcome.config, configs)
     session = RestoreSession(api, outcome.config)
@@ -251,7 +252,23 @@ class RestoreSession:
         client.publish(reply, dumps(body))
 
     async def _build(self) -> Stream:
-        cfg = self.config
+        stream = await self._build_plain()
+        clustered = self.service.clustered
+        if self.config.num_replicas <= 1 or clustered is None:
+            return stream
+        # Replicas: the stream restored on this server becomes a replicated group from its
+        # state (docs/REPLICATION.md, "Growing a stream of one replica"); the name is its.
+        self.claim.release()
+        try:
+            return await clustered.replicate(stream, self.config)
+        except errors.ApiErrorException:
+            with contextlib.suppress(errors.ApiErrorException):
+                await self.service.delete_stream(self.name, advise=False)
+            raise
+
+    async def _build_plain(self) -> Stream:
+        """The stream on this server alone (a replicated one's config with one replica)."""
+        cfg = msgspec.structs.replace(self.config, num_replicas=min(self.config.num_replicas, 1))
         file_backed = cfg.storage == "file"
         store = open_store(
             StoreConfig(

@@ -27,8 +27,8 @@ from .gojson import GoType
 from .streamconfig import StreamConfig
 from .streamconfig_update import update_stream_request
 from .streamconfig_validate import (
-    REPLICATED_RESTORE_NOT_YET,
     REPLICATED_SOURCES_NOT_YET,
+    REPLICATED_TEMPLATES_NOT_YET,
     create_stream_request,
 )
 from .streaminfo import info_for_list, info_for_request, info_plain
@@ -310,7 +310,7 @@ class StreamApi:
         svc = self.service
         assert svc.clustered is not None
         if stream.config.template_owner:
-            raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_RESTORE_NOT_YET)
+            raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_TEMPLATES_NOT_YET)
         plain = msgspec.structs.replace(cfg, num_replicas=stream.config.num_replicas)
         if plain != stream.config:
             stream = await svc.update_stream(stream.name, plain)

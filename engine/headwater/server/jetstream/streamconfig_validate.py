@@ -46,7 +46,7 @@ __all__ = [
     "check_subjects_free",
     "create_stream_request",
     "go_duration",
-    "refuse_replicated",
+    "refuse_templated",
     "refuse_unsupported",
     "required_api_level",
     "same_config",
@@ -84,7 +84,7 @@ NO_LIMITS = StreamLimits()
 CLUSTER_LIMITS = StreamLimits(clustered=True)
 
 REPLICATED_SOURCES_NOT_YET = "replicated mirrors and sourcing streams are not supported yet"
-REPLICATED_RESTORE_NOT_YET = "restoring or templating replicated streams is not supported yet"
+REPLICATED_TEMPLATES_NOT_YET = "templates of replicated streams are not supported yet"
 
 
 def check_replicas(cfg: StreamConfig, limits: StreamLimits) -> None:
@@ -99,11 +99,11 @@ def check_replicas(cfg: StreamConfig, limits: StreamLimits) -> None:
         raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_SOURCES_NOT_YET)
 
 
-def refuse_replicated(cfg: StreamConfig) -> None:
-    """10052 for a replicated stream made other than by STREAM.CREATE (a restore, a
-    template's): those paths do not set up a replica group yet."""
+def refuse_templated(cfg: StreamConfig) -> None:
+    """10052 for a template of replicated streams: templates stay with the server they were
+    made on (docs/CLUSTERING.md), and their streams are made there alone."""
     if cfg.num_replicas > 1:
-        raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_RESTORE_NOT_YET)
+        raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_TEMPLATES_NOT_YET)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from .streamconfig import _REQUEST, config_from_json
 from .streamconfig_validate import (
     MAX_NAME_LEN,
     check_stream_config,
-    refuse_replicated,
+    refuse_templated,
     refuse_unsupported,
 )
 from .templates import TemplateConfig, TemplateManager
@@ -102,7 +102,7 @@ def parse_template_request(body: bytes, name_in_subject: str) -> TemplateConfig:
     # Checked under a placeholder name, as 2.10 did; each created stream gets its own.
     checked = check_stream_config(msgspec.structs.replace(cfg, name="_"))
     refuse_unsupported(checked)
-    refuse_replicated(checked)
+    refuse_templated(checked)
     return TemplateConfig(name=name, config=checked, max_streams=max_streams)
 
 
