@@ -17,6 +17,7 @@ start their own.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import time
 from pathlib import Path
@@ -347,3 +348,53 @@ async def test_a_backup_is_restored_with_three_replicas(
     await wait_until(replicated, 30, "BACKED on a leader and two current replicas")
     state = await js_api(shared_js_clients[2], "$JS.API.CONSUMER.INFO.BACKED.WORK", timeout=10)
     assert state["ack_floor"]["stream_seq"] == 4 and state["num_pending"] == 6, state
+
+
+@SHARED
+async def test_an_r3_mirror_and_sourcing_stream_follow_through_a_leader_change(
+    shared_js_cluster: Cluster, shared_js_clients: list[NATS]
+) -> None:
+    """An R3 mirror keeps its origin's sequences and an R3 sourcing stream takes each
+    message once, through a change of their leaders in the middle (on Headwater the leader
+    proposes what it takes into the log: docs/REPLICATION.md, "Mirrors and sources")."""
+    nc = shared_js_clients[0]
+    await create(nc, {**r3("ORIG", ["orig.>"]), "num_replicas": 1})
+    await create(
+        nc, {"name": "MIR", "storage": "file", "num_replicas": 3, "mirror": {"name": "ORIG"}}
+    )
+    await create(nc, {**r3("SRC", [], storage="file"), "sources": [{"name": "ORIG"}]})
+
+    async def holds(count: int) -> bool:
+        for name in ("MIR", "SRC"):
+            reply = await info(shared_js_clients[2], name)
+            if reply.get("state", {}).get("messages") != count:
+                return False
+        return True
+
+    for i in range(20):
+        assert "error" not in await publish(nc, f"orig.{i % 3}", f"m{i}".encode())
+    await wait_until(lambda: holds(20), 20, "mirror and source hold 20")
+    for name in ("MIR", "SRC"):
+        before = (await info(nc, name))["cluster"]["leader"]
+        await js_api(nc, f"$JS.API.STREAM.LEADER.STEPDOWN.{name}", timeout=10)
+
+        async def moved(name: str = name, before: str = before) -> bool:
+            leader = ((await info(nc, name)).get("cluster") or {}).get("leader")
+            return leader is not None and leader != before
+
+        await wait_until(moved, 20, f"a new leader of {name}")
+    for i in range(20, 40):
+        assert "error" not in await publish(nc, f"orig.{i % 3}", f"m{i}".encode())
+    await wait_until(lambda: holds(40), 30, "mirror and source hold 40")
+    await asyncio.sleep(0.5)  # nothing more comes: no message twice
+    assert await holds(40)
+    mirror = await info(shared_js_clients[1], "MIR")
+    assert (mirror["state"]["first_seq"], mirror["state"]["last_seq"]) == (1, 40), mirror
+    assert mirror["mirror"]["name"] == "ORIG", mirror
+    sourced = await info(shared_js_clients[1], "SRC")
+    assert [s["name"] for s in sourced["sources"]] == ["ORIG"], sourced
+    datas = set()
+    for seq in range(1, 41):
+        got = await js_api(nc, "$JS.API.STREAM.MSG.GET.SRC", {"seq": seq}, timeout=5)
+        datas.add(base64.b64decode(got["message"]["data"]))
+    assert datas == {f"m{i}".encode() for i in range(40)}

@@ -307,27 +307,60 @@ spec: {name: ORDERS, storage: memory, replicas: 3, mirror: {name: ORIGIN}}
 """
 
 
-def test_a_refused_replace_puts_the_stream_back(cluster: Cluster, tmp_path: Path) -> None:
-    """An R3 stream becoming an R3 mirror is a replace (delete, then create). nats-server
-    makes the mirror; Headwater refuses the create (10052: no replicated mirrors yet), and
-    the apply must not leave the stream deleted: it is created again as it was (empty: a
-    replace loses the messages anyway), and the apply fails naming the server's reason."""
-    server = cluster.servers[0]
-    before = write(tmp_path, stream_doc(3) + ORIGIN_DOC)
-    assert cli(server, "apply", "-f", before, "--yes").exit_code == exitcodes.OK
+def test_an_r3_stream_becomes_an_r3_mirror(cluster: Cluster, tmp_path: Path) -> None:
+    """An R3 stream becoming an R3 mirror of another is a replace; both servers make the
+    mirror, which then holds what its origin holds and plans clean."""
+    server = cluster.servers[1]
+    assert cli(server, "apply", "-f", write(tmp_path, stream_doc(3)), "--yes").exit_code == 0
     docs = write(tmp_path, MIRROR_DOC + ORIGIN_DOC, "mirror.yaml")
     applied = cli(server, "apply", "-f", docs, "--yes", "--allow-replace", "--json")
-    results = {r["name"]: r for r in json.loads(applied.stdout)["apply"]["results"]}
-    result = next(r for name, r in results.items() if "ORDERS" in name or "orders" in name)
+    assert applied.exit_code == exitcodes.OK, applied.output
+
+    async def publish() -> None:
+        nc = await connect(server.url)
+        try:
+            for i in range(5):
+                await nc.jetstream().publish(f"origin.{i}", f"o{i}".encode())
+        finally:
+            await nc.close()
+
+    asyncio.run(publish())
+
+    def mirrored() -> bool:
+        reply = info(cluster.servers[2], "ORDERS")
+        return bool(reply.get("state", {}).get("messages") == 5)
+
+    async def check() -> bool:
+        return await asyncio.to_thread(mirrored)
+
+    asyncio.run(wait_until(check, 20, "the R3 mirror holds the origin's 5 messages"))
+    config = info(server, "ORDERS")["config"]
+    assert config["mirror"]["name"] == "ORIGIN" and config["num_replicas"] == 3, config
+    assert cli(cluster.servers[0], "plan", "-f", docs).exit_code == exitcodes.OK
+
+
+def test_a_refused_replace_puts_the_stream_back(cluster: Cluster, tmp_path: Path) -> None:
+    """An R3 memory stream becoming an R3 file stream with message counters is a replace
+    (delete, then create). nats-server makes it; Headwater refuses the create (10052: no
+    message counters yet), and the apply must not leave the stream deleted: it is created
+    again as it was (empty: a replace loses the messages anyway), and the apply fails naming
+    the server's reason."""
+    server = cluster.servers[0]
+    before = write(tmp_path, stream_doc(3))
+    assert cli(server, "apply", "-f", before, "--yes").exit_code == exitcodes.OK
+    counted = stream_doc(3, "file").replace("replicas: 3", "replicas: 3, allow_msg_counter: true")
+    docs = write(tmp_path, counted, "counted.yaml")
+    applied = cli(server, "apply", "-f", docs, "--yes", "--allow-replace", "--json")
+    (result,) = json.loads(applied.stdout)["apply"]["results"]
     assert result["action"] == "replace", result
     config = info(server, "ORDERS")["config"]
     if cluster.kinds[0] == "nats":
         assert applied.exit_code == exitcodes.OK, applied.output
-        assert config["mirror"]["name"] == "ORIGIN" and config["num_replicas"] == 3
+        assert config["allow_msg_counter"] and config["storage"] == "file", config
         return
     assert applied.exit_code == exitcodes.ERROR, applied.output
     assert result["status"] == "failed", result
-    assert "replicated mirrors and sourcing streams are not supported yet" in result["message"]
+    assert "message counters are not supported yet" in result["message"], result
     assert "created again with its previous config" in result["message"], result
-    assert "mirror" not in config and config["subjects"] == ["orders.>"], config
+    assert config["storage"] == "memory" and config["num_replicas"] == 3, config
     assert cli(server, "plan", "-f", before).exit_code == exitcodes.OK

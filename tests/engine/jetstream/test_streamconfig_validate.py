@@ -490,23 +490,14 @@ def test_create_only_rules_in_order(
 
 
 @pytest.mark.parametrize(
-    ("fields", "description"),
-    [
-        (
-            {"storage": "memory", "sources": (StreamSource(name="O"),)},
-            "replicated mirrors and sourcing streams are not supported yet",
-        ),
-    ],
+    "fields",
+    [{"sources": (StreamSource(name="O"),)}, {"mirror": StreamSource(name="O")}],
 )
-def test_what_replicated_streams_cannot_do_yet_is_refused_in_a_cluster(
-    fields: dict[str, object], description: str
+def test_a_replicated_mirror_or_sourcing_stream_is_valid_in_a_cluster(
+    fields: dict[str, object],
 ) -> None:
-    # nats-server would replicate all of these in a cluster (docs/REPLICATION.md).
-    cfg = StreamConfig(name="S", num_replicas=3, **fields)  # type: ignore[arg-type]
-    with pytest.raises(ApiErrorException) as caught:
-        validate_create(cfg, [ORIGIN], StreamLimits(clustered=True))
-    assert caught.value.error.err_code == 10052
-    assert caught.value.error.description == description
+    cfg = StreamConfig(name="S", num_replicas=3, storage="memory", **fields)  # type: ignore[arg-type]
+    validate_create(cfg, [ORIGIN], StreamLimits(clustered=True))
 
 
 @pytest.mark.parametrize("storage", ["memory", "file"])

@@ -28,8 +28,10 @@ import msgspec
 import orjson
 
 from headwater.server.replicated.wire import Count
+from headwater.server.store.base import LimitExceeded
 
 from . import publish
+from .replication.storing import store_mirrored
 from .streamconfig import StreamConfig, config_from_json, config_to_json
 
 if TYPE_CHECKING:
@@ -43,6 +45,7 @@ __all__ = [
     "DeleteMsg",
     "DropUnneeded",
     "Expire",
+    "Mirrored",
     "Op",
     "OpError",
     "Publish",
@@ -124,6 +127,21 @@ class UpdateConfig(_Op, tag=8):
     config: bytes
 
 
+class Mirrored(_Op, tag=10):
+    """A message a mirror's leader took from its origin: stored by every replica at the
+    origin's sequence (:func:`.replication.storing.store_mirrored`), at ``now``."""
+
+    subject: str
+    hdr: bytes
+    payload: bytes
+    seq: Count
+    """Its sequence in the origin."""
+    ts: Count
+    """Its time in the origin (ns)."""
+    now: Count
+    """The leader's clock when it proposed it."""
+
+
 Op = (
     Publish
     | DeleteMsg
@@ -134,6 +152,7 @@ Op = (
     | ConsumerDelete
     | DropUnneeded
     | UpdateConfig
+    | Mirrored
 )
 ConsumerOp = ConsumerAdd | ConsumerState | ConsumerDelete | DropUnneeded
 Outcome = publish.Outcome | bool | int
@@ -169,7 +188,9 @@ def decode(data: bytes) -> Op | None:
         raise OpError(f"not a stream op: {exc}") from None
 
 
-def apply(stream: Stream, op: Publish | DeleteMsg | Purge | Expire | UpdateConfig) -> Outcome:
+def apply(
+    stream: Stream, op: Publish | DeleteMsg | Purge | Expire | UpdateConfig | Mirrored
+) -> Outcome:
     """Run ``op`` on ``stream``; what the leader answers with: for a publish, what
     :func:`publish.admit` decided (a stored sequence, a duplicate, or the error nats-server
     gives); for a delete, whether the message was there; for a purge and an expiry, how many
@@ -195,3 +216,9 @@ def apply(stream: Stream, op: Publish | DeleteMsg | Purge | Expire | UpdateConfi
         case UpdateConfig():
             stream.reconfigure(decode_config(op.config))
             return True
+        case Mirrored():
+            try:
+                with stream.at(op.now):
+                    return store_mirrored(stream, op.subject, op.hdr, op.payload, op.seq, op.ts)
+            except LimitExceeded:
+                return 0  # the mirror's own discard-new limit: alike on every replica

@@ -236,6 +236,7 @@ class Replicas:
                     consumers=svc.consumers,
                     file=file,
                     seed=seed,
+                    replication=svc.replication,
                 )
                 placed = self.clustered.placements.get(name)
                 if placed is not None and placed.replicated:
@@ -275,6 +276,7 @@ class Replicas:
         directory = groups_dir(svc.root) / name
         with claim:
             consumers = list(stream.consumers.values())
+            svc.replication.detach(stream)  # its mirror or sources go on from the group
             await stream.take(False)
             await svc.consumers.close_stream(stream, deleted=False)
             rows = groupseed.consumer_rows(consumers)
@@ -315,6 +317,7 @@ class Replicas:
             cfg = ccfg.from_stored(config)
             await svc.consumers.restore(stream, name, cfg, created, orjson.dumps(state))
         await stream.take(True)
+        svc.replication.attach(stream)
 
     async def _drop_plain(self, stream: Stream) -> None:
         """The plain stream, replaced by its group: its files go (no advisory: it lives on)."""

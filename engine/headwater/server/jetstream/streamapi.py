@@ -27,7 +27,6 @@ from .gojson import GoType
 from .streamconfig import StreamConfig
 from .streamconfig_update import update_stream_request
 from .streamconfig_validate import (
-    REPLICATED_SOURCES_NOT_YET,
     REPLICATED_TEMPLATES_NOT_YET,
     create_stream_request,
 )
@@ -328,9 +327,6 @@ class StreamApi:
             # Turning markers on scans the stream for them in the background, which replicas
             # would finish at different points of their logs.
             raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_MARKERS_ON_NOT_YET)
-        if cfg.mirror is not None or cfg.sources:
-            # A group of one replica (scaled down to one) is still a group.
-            raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_SOURCES_NOT_YET)
         if max(cfg.num_replicas, 1) != max(old.num_replicas, 1):
             clustered, record = self.service.clustered, group.runner.record
             if clustered is None or record is None or not group.runner.is_leader:

@@ -83,20 +83,15 @@ class StreamLimits:
 NO_LIMITS = StreamLimits()
 CLUSTER_LIMITS = StreamLimits(clustered=True)
 
-REPLICATED_SOURCES_NOT_YET = "replicated mirrors and sourcing streams are not supported yet"
 REPLICATED_TEMPLATES_NOT_YET = "templates of replicated streams are not supported yet"
 
 
 def check_replicas(cfg: StreamConfig, limits: StreamLimits) -> None:
-    """More than one replica: 10074 on a single server (nats-server's answer too). In a
-    cluster, what replicated streams cannot do yet is refused with 10052 and says what
-    (docs/REPLICATION.md): mirrors and sources."""
+    """More than one replica: 10074 on a single server (nats-server's answer too)."""
     if cfg.num_replicas <= 1:
         return
     if not limits.clustered:
         raise errors.STREAM_REPLICAS_NOT_SUPPORTED.exc()
-    if cfg.mirror is not None or cfg.sources:
-        raise errors.STREAM_INVALID_CONFIG.exc(err=REPLICATED_SOURCES_NOT_YET)
 
 
 def refuse_templated(cfg: StreamConfig) -> None:

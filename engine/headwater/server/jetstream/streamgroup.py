@@ -112,6 +112,9 @@ from .wire import rfc3339
 if TYPE_CHECKING:
     from headwater.server.consumers.manager import ConsumerManager
 
+    from .replication import ReplicationManager
+    from .streamconfig import StreamConfig
+
 log = logging.getLogger("headwater.server.jetstream.streamgroup")
 
 Answer = Callable[[groupops.Outcome | None], None]
@@ -282,6 +285,7 @@ class StreamGroup:
         file: groupcheckpoint.Recovered | None = None,
         checkpoint_every_s: float = CHECKPOINT_EVERY_S,
         seed: Path | None = None,
+        replication: ReplicationManager | None = None,
     ) -> None:
         """``seed``: a new group's first state (:mod:`.groupseed`), as of ``base``, installed
         by :meth:`start`."""
@@ -364,6 +368,8 @@ class StreamGroup:
         self.on_left: Callable[[], None] = _nothing
         """Called when this replica is neither in the group's record nor wanted."""
         self._seed = seed
+        self.replication = replication
+        """Runs the stream's mirror or sources while this replica leads (None: never)."""
         if file is not None and file.state is not None:
             self._restore(file)
 
@@ -391,6 +397,22 @@ class StreamGroup:
         confirmed (found by a rolling restart under load)."""
         self._epoch_committed = False
         self.consumers.deactivate()
+        self._replicating(False)
+
+    def _replicating(self, on: bool) -> None:
+        """The stream's mirror or sources run on its leader once its epoch is committed
+        (what they take goes into the log: docs/REPLICATION.md, "Mirrors and sources")."""
+        if self.replication is None:
+            return
+        if on and self.stream.replication is None:
+            self.replication.attach(self.stream)
+        elif not on:
+            self.replication.detach(self.stream)
+
+    def _reconfigured(self, before: StreamConfig) -> None:
+        """The leader applied a new config: its mirror or sources follow it."""
+        if self.replication is not None:
+            self.replication.reconfigure(self.stream, before.mirror, before.sources)
 
     async def close(self) -> None:
         self._closing = True
@@ -459,7 +481,7 @@ class StreamGroup:
         if stream.resources.limits_exceeded(stream.config.storage):
             stream.answer(reply, errors.INSUFFICIENT_RESOURCES)
             return
-        op = groupops.Publish(subject, hdr or b"", payload, self._now())
+        op = groupops.Publish(subject, hdr or b"", payload, self.stamp())
         # The token is the reply subject itself: no closure per message (see _on_answer).
         self.runner.propose(groupops.encode(op), reply)
 
@@ -530,12 +552,14 @@ class StreamGroup:
         if not self.runner.is_leader or self._expiring:
             return
         self._expiring = True
-        self.runner.propose(groupops.encode(groupops.Expire(self._now())), self._expired)
+        self.runner.propose(groupops.encode(groupops.Expire(self.stamp())), self._expired)
 
     def _expired(self, outcome: groupops.Outcome | None) -> None:
         self._expiring = False
 
-    def _now(self) -> int:
+    def stamp(self) -> int:
+        """The leader's time for its next op (ns): strictly increasing, so that two
+        publishes never share one."""
         self._last_ts = max(time.time_ns(), self._last_ts + 1)
         return self._last_ts
 
@@ -551,11 +575,15 @@ class StreamGroup:
                     # consumers may run (groupconsumers: "Changing leader").
                     self._epoch_committed = True
                     self.consumers.activate()
+                    self._replicating(True)
                 continue
             if isinstance(op, groupops.ConsumerOp):
                 outcome = self.consumers.apply(op)
             else:
+                before = self.stream.config
                 outcome = groupops.apply(self.stream, op)
+                if isinstance(op, groupops.UpdateConfig) and self._epoch_committed:
+                    self._reconfigured(before)
             if self.runner.is_leader:
                 outcomes[entry.index] = outcome
             if isinstance(op, groupops.Expire):
@@ -806,8 +834,7 @@ class StreamGroup:
     def _on_leadership(self, leading: bool, epoch: int) -> None:
         self.leading = leading
         if not leading:
-            self._epoch_committed = False
-            self.consumers.deactivate()
+            self.stop_serving()
         if leading:
             if self.wanted is not None:
                 self.runner.change_peers(self.wanted)

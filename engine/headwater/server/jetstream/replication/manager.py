@@ -31,8 +31,10 @@ class ReplicationManager:
         return stream_identity(name, origin.created_ns) if origin is not None else ""
 
     def local_origin(self, name: str) -> Stream | None:
-        """Origin ``name`` when it is a stream of this server."""
-        return self.service.streams.get(name)
+        """Origin ``name`` when it is a stream of this server alone (a replica of a
+        replicated one may be behind its leader: its messages come through a consumer)."""
+        origin = self.service.streams.get(name)
+        return origin if origin is not None and origin.group is None else None
 
     def attach(self, stream: Stream) -> None:
         client = self.service.client

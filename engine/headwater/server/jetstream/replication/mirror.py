@@ -22,11 +22,13 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from headwater.server.jetstream import groupops
 from headwater.server.jetstream.streamconfig import StreamSource
 from headwater.server.store.base import StoredMsg, StoreError
 
 from . import wire
 from .catchup import LocalOrigin, copied_info
+from .groupfeed import GroupFeed
 from .link import OriginLink
 from .storing import align, keeps_origin_times, store_replicated
 from .transforms import SourceTransforms
@@ -59,6 +61,8 @@ class Mirror:
         """Time of the mirror's last message: an origin time older than it (the mirror was
         written with its own clock) cannot be kept."""
         self.link = OriginLink(client, source, "M", self, local)
+        self.feed = GroupFeed(stream.group, self.link.retry) if stream.group is not None else None
+        """A replicated mirror's leader proposes what it takes (:mod:`.groupfeed`)."""
         self._run: list[StoredMsg] = []
         """Plain messages taken but not stored yet (see the module's docstring)."""
         self._flush_handle: asyncio.Handle | None = None
@@ -113,6 +117,11 @@ class Mirror:
                 hdr = wire.strip_headers(hdr, (), EXPECTED_PREFIX)
             if self.transforms:
                 subject = self.transforms.apply(subject)
+            if self.feed is not None:
+                assert stream.group is not None
+                now = stream.group.stamp()
+                self.feed.propose(groupops.Mirrored(subject, hdr, payload, info.sseq, info.ts, now))
+                return True
             if info.sseq <= stream.lseq:
                 return True  # already stored: the store would refuse it anyway
             if keeps_origin_times(stream) and info.ts >= self.last_ts:
@@ -153,10 +162,12 @@ class Mirror:
 
     def _plain(self) -> bool:
         """Whether plain messages can be stored as they are, in runs: the mirror keeps the
-        origin's times and neither transforms nor republishes them."""
+        origin's times and neither transforms nor republishes them (and is not replicated:
+        a replicated mirror proposes each message)."""
         stream = self.stream
         return (
-            keeps_origin_times(stream)
+            self.feed is None
+            and keeps_origin_times(stream)
             and not self.transforms
             and stream.republish_transform is None
         )

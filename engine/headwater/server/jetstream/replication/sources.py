@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from headwater.server.jetstream import publish
+from headwater.server.jetstream import groupops, publish
 from headwater.server.jetstream.layout import parse_time
 from headwater.server.jetstream.streamconfig import StreamSource
 from headwater.server.jetstream.wire import rfc3339, with_headers
@@ -21,6 +21,7 @@ from headwater.server.protocol import headers
 
 from . import wire
 from .catchup import LocalOrigin, one_by_one
+from .groupfeed import GroupFeed
 from .link import OriginLink
 from .mirror import EXPECTED_PREFIX, source_info
 from .transforms import SourceTransforms
@@ -60,6 +61,8 @@ class Source:
         self.dseq = 0
         self.lag = 0
         self.link = OriginLink(client, source, "S", self, local)
+        self.feed = GroupFeed(stream.group, self._restart) if stream.group is not None else None
+        """A replicated stream's leader proposes what it takes (:mod:`.groupfeed`)."""
 
     # --- LinkOwner -----------------------------------------------------------------------
 
@@ -98,8 +101,19 @@ class Source:
             hdr = wire.strip_headers(hdr, (wire.SOURCE_HEADER,), EXPECTED_PREFIX)
         value = wire.source_header(self.iname, info.sseq, subject, self.ident)
         hdr = with_headers(hdr, [(wire.SOURCE_HEADER, value)])
-        publish.process(self.stream, self.transforms.apply(subject), "", hdr, payload)
+        subject = self.transforms.apply(subject)
+        group = self.stream.group
+        if self.feed is not None and group is not None:
+            self.feed.propose(groupops.Publish(subject, hdr, payload, group.stamp()))
+            return True
+        publish.process(self.stream, subject, "", hdr, payload)
         return True
+
+    def _restart(self) -> None:
+        """A proposal was lost: from the position the stream holds now (all answered)."""
+        self.sseq = 0
+        recover_positions(self.stream, [self])
+        self.link.retry()
 
     def on_copied(self, batch: list[StoredMsg], after: int) -> bool:
         return one_by_one(self, batch, after)

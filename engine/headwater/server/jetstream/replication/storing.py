@@ -20,7 +20,7 @@ from headwater.server.protocol import headers
 if TYPE_CHECKING:
     from headwater.server.jetstream.stream import Stream
 
-__all__ = ["align", "keeps_origin_times", "store_replicated"]
+__all__ = ["align", "keeps_origin_times", "store_mirrored", "store_replicated"]
 
 
 def align(stream: Stream, seq: int) -> None:
@@ -76,8 +76,24 @@ def store_replicated(
     if seq:
         stream.store.store_raw_msg(subject, hdr, payload, seq, ts, ttl_ns)
     else:
-        seq, ts = stream.store.store_msg(subject, hdr, payload, ttl_ns)
+        # The stream's clock: a replicated mirror's replicas store at its leader's time.
+        seq, ts = stream.store.store_msg(subject, hdr, payload, ttl_ns, ts_ns=stream.clock())
     # No message id is recorded: the origin deduplicated already, and a mirror never looks
     # ids up, so they would pile up in its window for nothing.
     publish.after_store(stream, seq, ts, subject, hdr, payload, "", ttl, rollup, last_on_subject)
     return seq
+
+
+def store_mirrored(
+    stream: Stream, subject: str, hdr: bytes, payload: bytes, seq: int, ts: int
+) -> int:
+    """Store origin message ``seq`` (of time ``ts``) in the mirror ``stream``, as a
+    replicated mirror's replicas apply it (:class:`..groupops.Mirrored`, at the leader's
+    time): nothing when the mirror holds it already (0); with the origin's sequence and
+    time when they can be kept, else at the stream's own time after :func:`align`."""
+    if seq <= stream.lseq:
+        return 0
+    if keeps_origin_times(stream) and ts >= stream.store.state().last_ts:
+        return store_replicated(stream, subject, hdr, payload, seq, ts)
+    align(stream, seq)
+    return store_replicated(stream, subject, hdr, payload)
