@@ -33,6 +33,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.errors import ServiceUnavailableError
 
 from headwater.testing import Cluster, ServerProcess, nats_server_binary
 
@@ -87,6 +88,21 @@ async def request_until_answered(
             last = exc
             await asyncio.sleep(0.05)
     raise AssertionError(f"no answer on {subject} within {timeout}s: {last!r}")
+
+
+async def fetch_ready(sub: Any, batch: int, timeout: float = 10.0) -> list[Msg]:
+    """``sub.fetch(batch)``, asked again (bounded) while its pull subject has no responders
+    yet: on nats-server a consumer created a moment ago may not yet listen on every server
+    (503, seen under load)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            msgs: list[Msg] = await sub.fetch(batch, timeout=5)
+            return msgs
+        except ServiceUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
 
 
 def route_out_msgs(cluster: Cluster, i: int, remote: str) -> int:

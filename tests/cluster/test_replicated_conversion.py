@@ -24,7 +24,14 @@ import time
 from typing import Any
 
 import pytest
-from cluster.helpers import connect, descendants, js_api, wait_jetstream, wait_until
+from cluster.helpers import (
+    connect,
+    descendants,
+    fetch_ready,
+    js_api,
+    wait_jetstream,
+    wait_until,
+)
 from cluster.test_replicated_membership import fill, lead_on, wait_peers
 from cluster.test_replicated_streams import create
 from nats.aio.client import Client as NATS
@@ -61,7 +68,7 @@ async def _scenario(cluster: Cluster, point: str) -> None:
         )
         assert "error" not in made, made
         sub = await nc.jetstream().pull_subscribe_bind("WORK", NAME)
-        for msg in await sub.fetch(4, timeout=5):
+        for msg in await fetch_ready(sub, 4):
             await msg.ack_sync()
 
         await _crash_converting(cluster, host, nc)

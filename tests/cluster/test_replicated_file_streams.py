@@ -19,12 +19,11 @@ import time
 from typing import Any
 
 import pytest
-from cluster.helpers import KINDS, connect, crash, js_api, wait_jetstream, wait_until
+from cluster.helpers import KINDS, connect, crash, fetch_ready, js_api, wait_jetstream, wait_until
 from cluster.test_replicated_streams import create, publish, r3
 from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
-from nats.js.errors import ServiceUnavailableError
 
 from headwater.testing import Cluster, monitor_json
 
@@ -65,15 +64,7 @@ async def fetch_one(nc: NATS, stream: str, durable: str) -> Any:
     responders yet: on nats-server a consumer created a moment ago may not yet listen on
     every server (seen under load)."""
     sub = await nc.jetstream().pull_subscribe_bind(durable, stream)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            msgs = await sub.fetch(1, timeout=5)
-            return msgs[0]
-        except ServiceUnavailableError:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.2)
+    return (await fetch_ready(sub, 1))[0]
 
 
 @ON_BOTH

@@ -22,7 +22,15 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from cluster.helpers import KINDS, connect, js_api, require_nats_server, wait_jetstream, wait_until
+from cluster.helpers import (
+    KINDS,
+    connect,
+    fetch_ready,
+    js_api,
+    require_nats_server,
+    wait_jetstream,
+    wait_until,
+)
 from cluster.test_replicated_streams import create, info, publish, r3
 from nats.aio.client import Client as NATS
 from nats.errors import TimeoutError as NatsTimeoutError
@@ -147,9 +155,18 @@ async def test_growing_to_five_and_back_to_three(five: Cluster, nc: NATS) -> Non
         grown = await js_api(nc, "$JS.API.STREAM.UPDATE.GROW", {**config, "num_replicas": 5}, 10)
         assert "error" not in grown, grown
         assert grown["config"]["num_replicas"] == 5
+        # While the peers change, the reply says where they go (nats-server 2.15's block).
+        desired = grown["cluster"]["desired"]
+        assert sorted(r["name"] for r in desired["replicas"]) == sorted(five.names), desired
+        assert desired["origin"] == {"replicas": 3} and desired["name"] == grown["cluster"]["name"]
         await fill(nc, "grow.a", 20, 10)
         peers = await wait_peers(nc, "GROW", 5, 30)
         assert peers == set(five.names)
+
+        async def settled() -> bool:
+            return "desired" not in (await info(nc, "GROW")).get("cluster", {})
+
+        await wait_until(settled, 20, "no desired block once the peers are reached")
         # Every server holds every acknowledged message: each leads in turn and has them all.
         for server in five.names[3:]:
             await lead_on(nc, "GROW", server)
@@ -254,7 +271,7 @@ async def test_a_stream_created_with_one_replica_grows(
         )
         assert "error" not in made, made
         sub = await nc.jetstream().pull_subscribe_bind("WORK", name)
-        for msg in await sub.fetch(4, timeout=5):
+        for msg in await fetch_ready(sub, 4):
             await msg.ack_sync()
         up = await js_api(nc, f"$JS.API.STREAM.UPDATE.{name}", {**config, "num_replicas": 3}, 10)
         assert "error" not in up, up

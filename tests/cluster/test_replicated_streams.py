@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster.helpers import KINDS, crash, js_api, wait_until
+from cluster.helpers import KINDS, crash, fetch_ready, js_api, wait_until
 from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
@@ -324,7 +324,7 @@ async def test_a_backup_is_restored_with_three_replicas(
     )
     assert "error" not in made, made
     sub = await nc.jetstream().pull_subscribe_bind("WORK", "BACKED")
-    for msg in await sub.fetch(4, timeout=5):
+    for msg in await fetch_ready(sub, 4):
         await msg.ack_sync()
     await sub.unsubscribe()
     await backup.backup_stream(nc, "BACKED", tmp_path / "bk")

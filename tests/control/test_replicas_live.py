@@ -28,6 +28,7 @@ from nats.aio.client import Client
 from typer.testing import CliRunner, Result
 
 from headwater.cli import exitcodes
+from headwater.cli.app import app
 from headwater.control import api
 from headwater.testing import Cluster, ServerProcess, nats_server_binary
 from support.controlplane import empty_jetstream, run_on
@@ -72,6 +73,11 @@ def cli(server: ServerProcess, *args: str) -> Result:
     return result
 
 
+def full_cli(server: ServerProcess, *args: str) -> Result:
+    """Any ``headwater`` command against ``server`` (the whole app, not only GitOps)."""
+    return CliRunner().invoke(app, ["-s", server.url, *args], env={"NATS_URL": None})
+
+
 def plain(output: str) -> str:
     """The CLI's tables as running text: a long message wraps inside its cell, so drop the
     borders and join the words (the other cells of a wrapped row are empty)."""
@@ -109,6 +115,30 @@ def test_r3_memory_stream_is_created_and_plans_clean(cluster: Cluster, tmp_path:
     assert reply["config"]["num_replicas"] == 3
     assert reply["config"]["storage"] == "memory"
     assert_led_by_one_with_two_replicas(cluster, reply)
+
+
+def test_stream_info_and_report_show_the_leader_and_replicas(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """``stream info`` has natscli's "Cluster Information" (the leader, each replica current
+    and when seen); ``stream report`` names the peers, the leader starred, on both servers."""
+    server = cluster.servers[0]
+    assert cli(server, "apply", "-f", write(tmp_path, stream_doc(3)), "--yes").exit_code == 0
+    _scaled(server, 3)
+    shown = full_cli(server, "stream", "info", "ORDERS")
+    assert shown.exit_code == exitcodes.OK, shown.output
+    text = plain(shown.output)
+    leader = info(server, "ORDERS")["cluster"]["leader"]
+    assert "Cluster Information" in text and f"Leader: {leader}" in text, text
+    others = sorted(set(cluster.names) - {leader})
+    for name in others:
+        assert f"Replica: {name}, current" in text, text
+    report = full_cli(server, "stream", "report", "--json")
+    assert report.exit_code == exitcodes.OK, report.output
+    (row,) = [r for r in json.loads(report.stdout) if r["stream"] == "ORDERS"]
+    assert row["leader"] == leader, row
+    assert sorted(p["name"] for p in row["peers"]) == sorted(cluster.names), row
+    assert [p["name"] for p in row["peers"] if p["leader"]] == [leader], row
 
 
 CONSUMER_DOC = """

@@ -55,7 +55,38 @@ def stream_row(info: Json) -> Row:
         "lost_bytes": lost.get("bytes", 0),
         "deleted": deleted,
         "replicas": cfg.get("num_replicas", 1),
+        "leader": (info.get("cluster") or {}).get("leader"),
+        "peers": _peers(info.get("cluster") or {}),
     }
+
+
+def _peers(cluster: Json) -> list[Row]:
+    """The leader and the other replicas, each current or not and how far behind."""
+    leader = cluster.get("leader")
+    peers: list[Row] = (
+        [{"name": leader, "leader": True, "current": True, "lag": 0}] if leader else []
+    )
+    for replica in cluster.get("replicas") or []:
+        peers.append(
+            {
+                "name": replica.get("name"),
+                "leader": False,
+                "current": bool(replica.get("current")),
+                "lag": replica.get("lag", 0),
+            }
+        )
+    return peers
+
+
+def _replicas_cell(row: Row) -> object:
+    """natscli's replicas column in a cluster: the leader starred, a replica not current
+    marked ``!``; the count otherwise."""
+    if not row["peers"]:
+        return row["replicas"]
+    return ", ".join(
+        f"{p['name']}{'*' if p['leader'] else ''}{'' if p['current'] else '!'}"
+        for p in row["peers"]
+    )
 
 
 def stream_cells(row: Row, raw: bool) -> tuple[object, ...]:
@@ -76,7 +107,7 @@ def stream_cells(row: Row, raw: bool) -> tuple[object, ...]:
         row["bytes"] if raw else size(row["bytes"]),
         lost,
         number(row["deleted"]),
-        row["replicas"],
+        _replicas_cell(row),
     )
 
 

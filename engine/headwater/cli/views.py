@@ -99,7 +99,51 @@ def stream_info(info: Json) -> None:
     ]
     name = escape(str(cfg.get("name", "?")))
     title = f"Stream [bold]{name}[/bold] created {info.get('created', '?')}"
-    output.panel(title, [("Configuration", configuration), ("State", statistics)])
+    sections = [("Configuration", configuration), ("State", statistics)]
+    cluster = info.get("cluster")
+    if isinstance(cluster, dict) and (cluster.get("leader") or cluster.get("replicas")):
+        sections.append(("Cluster Information", cluster_rows(cluster)))
+    output.panel(title, sections)
+
+
+def cluster_rows(cluster: Json) -> list[tuple[str, object]]:
+    """A replicated stream's (or consumer's) ``cluster`` block as ``nats stream info`` words
+    it: the cluster, the leader, and each other replica: current or outdated, when it was
+    last seen, how far behind; while the peers change, where they go."""
+    rows: list[tuple[str, object]] = [
+        ("Name", cluster.get("name") or "-"),
+        ("Leader", cluster.get("leader") or "none"),
+    ]
+    for replica in cluster.get("replicas") or []:
+        rows.append(("Replica", replica_text(replica)))
+    desired = cluster.get("desired")
+    if isinstance(desired, dict):
+        wanted = ", ".join(r.get("name", "?") for r in desired.get("replicas") or []) or "-"
+        origin = (desired.get("origin") or {}).get("replicas")
+        if origin:
+            wanted += f" (from {origin} replicas)"
+        rows.append(("Changing To", wanted))
+        status = (desired.get("status") or {}).get("description")
+        if status:
+            rows.append(("Change Status", status))
+    return rows
+
+
+def replica_text(replica: Json) -> str:
+    """One replica: ``s2, current, seen 0.01s ago`` (``, 5 operations behind`` when lagging;
+    ``pending`` while it is being added)."""
+    state = "current" if replica.get("current") else "outdated"
+    if replica.get("pending"):
+        state = "pending"
+    text = f"{replica.get('name', '?')}, {state}"
+    active = replica.get("active")
+    if isinstance(active, int) and active > 0:
+        text += f", seen {active / 1e9:.2f}s ago"
+    if replica.get("offline"):
+        text += ", offline"
+    if replica.get("lag"):
+        text += f", {count(replica['lag'])} operations behind"
+    return text
 
 
 def stream_rows(infos: list[Json]) -> list[tuple[object, ...]]:

@@ -116,6 +116,11 @@ class Placement:
     server: str
     peers: tuple[str, ...] = ()
     config: StreamConfig | None = None
+    created: int = 0
+    """When it was written (ns): for a replicated stream, since when its peers are wanted."""
+    origin: int = 0
+    """The replica count a STREAM.UPDATE changed from, for the ``desired`` block while the
+    peers change (0: not a change of the count)."""
 
     @property
     def replicated(self) -> bool:
@@ -414,7 +419,7 @@ class ClusteredJetStream:
             return
         self.placements[name] = placed
         if placed.replicated:
-            self.replicas.follow(name, placed.peers, placed.config)
+            self.replicas.follow(name, placed)
 
     def _on_server_event(self, event: MetaEvent) -> None:
         name = event.key.removeprefix(SERVERS)
@@ -552,7 +557,7 @@ class ClusteredJetStream:
                 raise errors.CLUSTER_NOT_AVAIL.exc() from None
         if placed is None or not placed.replicated or placed.peers[0] != self.name:
             raise errors.CLUSTER_NOT_AVAIL.exc()
-        value = _placement(placed.server, placed.peers, cfg)
+        value = _encode(_placed(placed.server, placed.peers, cfg))
         return await self.replicas.create(cfg, placed.peers, value)
 
     # --- a replicated stream's peers ------------------------------------------------------
@@ -571,7 +576,8 @@ class ClusteredJetStream:
             candidates=candidates,
             load=load,
         )
-        await self._set_peers(cfg.name, placed, peers, cfg)
+        origin = max(placed.config.num_replicas, 1) if placed.config is not None else 0
+        await self._set_peers(cfg.name, placed, peers, cfg, origin)
 
     async def replicate(self, stream: Stream, cfg: StreamConfig) -> Stream:
         """STREAM.UPDATE raising ``num_replicas`` of a stream created with one replica (here,
@@ -604,7 +610,8 @@ class ClusteredJetStream:
         placed = _parse_placement(found.value) if found is not None else None
         if found is None or placed is None or placed.replicated or placed.server != self.name:
             return False
-        value = _placement(self.name, peers, cfg)
+        grown = _placed(self.name, peers, cfg, origin=1)  # it had one replica
+        value = _encode(grown)
         also = {groupstore.key(stream): groupstore.encode(record)}
         try:
             ok, _ = await self.meta.compare_and_swap(
@@ -617,7 +624,7 @@ class ClusteredJetStream:
                 return now is not None and now.replicated
             return None
         if ok:
-            self.placements[stream] = Placement(self.name, peers, cfg)
+            self.placements[stream] = grown
         return ok
 
     async def remove_group_peer(self, cfg: StreamConfig, peer: str) -> None:
@@ -652,20 +659,27 @@ class ClusteredJetStream:
         return [p.name for p in registered if tags <= set(p.tags)], load
 
     async def _set_peers(
-        self, stream: str, placed: Placement, peers: tuple[str, ...], cfg: StreamConfig
+        self,
+        stream: str,
+        placed: Placement,
+        peers: tuple[str, ...],
+        cfg: StreamConfig,
+        origin: int = 0,
     ) -> None:
-        """The placement of ``stream`` with ``peers`` wanted: every server's watch sees it
-        (a new peer opens its replica, the leader changes the group's record toward it)."""
+        """The placement of ``stream`` with ``peers`` wanted (``origin``: the count it had,
+        when a STREAM.UPDATE changed it): every server's watch sees it (a new peer opens its
+        replica, the leader changes the group's record toward it)."""
         assert self.meta is not None
         server = placed.server if placed.server in peers else peers[0]
-        value = _placement(server, peers, cfg)
+        wanted = _placed(server, peers, cfg, origin)
+        value = _encode(wanted)
         try:
             await asyncio.wait_for(self.meta.put(f"{STREAMS}{stream}", value), API_ETCD_TIMEOUT)
         except (MetaError, TimeoutError) as exc:  # a put timed out may still land: retried
             log.error("JetStream cluster: peers of %r not changed: %s", stream, exc)
             raise errors.CLUSTER_NOT_AVAIL.exc() from None
-        self.placements[stream] = Placement(server, peers, cfg)
-        self.replicas.follow(stream, peers, cfg)
+        self.placements[stream] = wanted
+        self.replicas.follow(stream, wanted)
 
     async def _confirm_quorum(self) -> None:
         """10008 unless a member with a quorum answers now: a change made here while this
@@ -703,7 +717,7 @@ class ClusteredJetStream:
     async def _claim(self, stream: str) -> None:
         assert self.meta is not None
         try:
-            if await self.meta.create(f"{STREAMS}{stream}", _placement(self.name)):
+            if await self.meta.create(f"{STREAMS}{stream}", _encode(_placed(self.name))):
                 return
             # Another server claimed the name first: etcd's placement stands, and this copy
             # is said out loud, never merged.
@@ -757,8 +771,9 @@ class ClusteredJetStream:
         # its state (restore.RestoreSession._build): placed there alone first.
         peers = tuple(p.name for p in ranked[:replicas]) if replicas > 1 and not restore else ()
         try:
+            placed = _placed(chosen.name, peers)
             won = await self.meta.create(
-                f"streams/{stream}", _placement(chosen.name, peers), timeout=API_ETCD_TIMEOUT
+                f"streams/{stream}", _encode(placed), timeout=API_ETCD_TIMEOUT
             )
             if not won:
                 current = await self.meta.get(f"streams/{stream}", timeout=API_ETCD_TIMEOUT)
@@ -769,7 +784,6 @@ class ClusteredJetStream:
         except MetaError as exc:
             log.error("JetStream cluster: cannot place stream %r: %s", stream, exc)
             raise errors.CLUSTER_NOT_AVAIL.exc() from None
-        placed = Placement(chosen.name, peers)
         self.placements[stream] = placed
         return placed
 
@@ -860,14 +874,21 @@ class ClusteredJetStream:
         gathering.check()
 
 
-def _placement(
-    server: str, peers: tuple[str, ...] = (), config: StreamConfig | None = None
-) -> bytes:
-    value: dict[str, Any] = {"server": server, "created": time.time_ns()}
-    if peers:
-        value["peers"] = list(peers)
-    if config is not None:
-        value["config"] = config_to_json(config, dynamic_metadata=False)
+def _placed(
+    server: str, peers: tuple[str, ...] = (), config: StreamConfig | None = None, origin: int = 0
+) -> Placement:
+    """A placement written now."""
+    return Placement(server, peers, config, time.time_ns(), origin)
+
+
+def _encode(placed: Placement) -> bytes:
+    value: dict[str, Any] = {"server": placed.server, "created": placed.created}
+    if placed.peers:
+        value["peers"] = list(placed.peers)
+    if placed.config is not None:
+        value["config"] = config_to_json(placed.config, dynamic_metadata=False)
+    if placed.origin:
+        value["origin_replicas"] = placed.origin
     return orjson.dumps(value)
 
 
@@ -880,6 +901,8 @@ def _parse_placement(raw: bytes) -> Placement | None:
             str(value["server"]),
             peers,
             config_from_json(config) if isinstance(config, dict) else None,
+            int(value.get("created") or 0),
+            int(value.get("origin_replicas") or 0),
         )
     except (orjson.JSONDecodeError, msgspec.MsgspecError, KeyError, TypeError, AttributeError):
         return None

@@ -92,15 +92,16 @@ class Replicas:
 
     # What the metadata says ---------------------------------------------------------------
 
-    def follow(self, name: str, peers: tuple[str, ...], config: StreamConfig | None) -> None:
+    def follow(self, name: str, placed: Placement) -> None:
         """The placement of ``name`` is (now) this: open a replica here if this server is a
         peer and the config is known (its creating server writes it after the peers); tell
         the replica here the peers wanted (they change by STREAM.UPDATE and PEER.REMOVE)."""
         group = self.groups.get(name)
         if group is not None:
-            group.set_wanted(peers)
+            group.set_wanted(placed.peers, placed.created, placed.origin)
             return
-        if config is None or self.clustered.name not in peers:
+        config = placed.config
+        if config is None or self.clustered.name not in placed.peers:
             return
         if name in self.service.replicating:
             return  # found half-converted at start: settle_recovered opens it
@@ -240,7 +241,7 @@ class Replicas:
                 )
                 placed = self.clustered.placements.get(name)
                 if placed is not None and placed.replicated:
-                    group.wanted = placed.peers
+                    group.set_wanted(placed.peers, placed.created, placed.origin)
                 group.on_left = lambda: self._left(name)
                 claim.install(stream)
                 await group.start()

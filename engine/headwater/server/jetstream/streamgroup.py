@@ -365,6 +365,14 @@ class StreamGroup:
         self._checkpointing: asyncio.Task[None] | None = None
         self.wanted: tuple[str, ...] | None = None
         """The peers the stream's placement wants (None: not told yet)."""
+        self.wanted_since = 0
+        """When the placement named them (ns)."""
+        self.wanted_from = 0
+        """The replica count a STREAM.UPDATE changed from (0: not a change of the count)."""
+        self._changing: bool | None = None
+        """The wanted peers changed while this replica ran, and the group has not reached
+        them (every one in the record and in sync) since; None: told them once, at open
+        (then only a record that lacks one of them shows a change)."""
         self.on_left: Callable[[], None] = _nothing
         """Called when this replica is neither in the group's record nor wanted."""
         self._seed = seed
@@ -543,9 +551,52 @@ class StreamGroup:
             _peer_info(name, in_sync, core.last_index - match, now - seen)
             for name, in_sync, match, seen in core.followers()
         ]
+        wanted = self.wanted
+        if runner.is_leader and record is not None and wanted is not None:
+            # A peer wanted and not yet added shows as pending, as on nats-server.
+            replicas += [_pending_info(p) for p in wanted if p not in record.peers]
         if replicas:
             block["replicas"] = replicas
+        desired = self._desired(cluster_name) if runner.is_leader else None
+        if desired is not None:
+            block["desired"] = desired
         return block
+
+    def _desired(self, cluster_name: str | None) -> dict[str, Any] | None:
+        """nats-server 2.15's ``desired`` block while the peers change: when the wanted peers
+        were named, the cluster, the wanted peers, the count changed from (a STREAM.UPDATE
+        of ``num_replicas``) and what is under way. None once the group has them all in its
+        record and in sync."""
+        record, wanted = self.runner.record, self.wanted
+        if record is None or wanted is None:
+            return None
+        adding = [p for p in wanted if p not in record.peers]
+        catching_up = [p for p in wanted if p in record.peers and p not in record.in_sync]
+        removing = [p for p in record.peers if p not in wanted]
+        if self._changing is None:
+            changing = bool(adding or removing)
+        else:
+            changing = self._changing and bool(adding or catching_up or removing)
+            self._changing = changing
+        if not changing:
+            return None
+        out: dict[str, Any] = {"created": rfc3339(self.wanted_since)}
+        if cluster_name:
+            out["name"] = cluster_name
+        out["replicas"] = [{"name": p, "peer": peer_id(p)} for p in wanted]
+        if self.wanted_from:
+            out["origin"] = {"replicas": self.wanted_from}
+        if adding:
+            status = {"description": f"adding peer {adding[0]}", "type": "membership"}
+        elif catching_up:
+            status = {
+                "description": "waiting for peer to catch up before adding it",
+                "type": "catchup",
+            }
+        else:
+            status = {"description": f"removing peer {removing[0]}", "type": "membership"}
+        out["status"] = status
+        return out
 
     def expire_due(self) -> None:
         """The stream's expiry timer fired: the leader proposes an expiry at its time."""
@@ -816,10 +867,13 @@ class StreamGroup:
         if type(answer) is not str:
             answer(None)
 
-    def set_wanted(self, peers: tuple[str, ...]) -> None:
-        """The peers the stream's placement wants now: the leader changes the group toward
-        them; a replica not wanted goes once the record no longer lists it."""
-        self.wanted = peers
+    def set_wanted(self, peers: tuple[str, ...], since: int = 0, origin: int = 0) -> None:
+        """The peers the stream's placement wants now (since ``since``; ``origin``: the
+        count a STREAM.UPDATE changed from): the leader changes the group toward them; a
+        replica not wanted goes once the record no longer lists it."""
+        if self.wanted is not None and set(peers) != set(self.wanted):
+            self._changing = True
+        self.wanted, self.wanted_since, self.wanted_from = peers, since, origin
         if self.leading:
             self.runner.change_peers(peers)
         self.seen_record(self.runner.record)
@@ -906,6 +960,11 @@ def _peer_info(name: str, in_sync: bool, lag: int, idle_ms: int) -> dict[str, An
         info["lag"] = lag
     info["peer"] = peer_id(name)
     return info
+
+
+def _pending_info(name: str) -> dict[str, Any]:
+    """A peer wanted and not yet in the group (nats-server's ``pending`` replica)."""
+    return {"name": name, "current": False, "active": 0, "peer": peer_id(name), "pending": True}
 
 
 class _Campaigns:
