@@ -96,7 +96,7 @@ REPLICA_KEY = "replica"
 """The field of the STREAM record's ``state`` that holds :class:`ReplicaState`."""
 CHUNK_SIZE = 256 * 1024
 """Bytes the producer hands out at a time (the transfer cuts them to its own chunks)."""
-READ_BATCH = 256
+READ_BATCH = 2048
 READ_BYTES = 256 * 1024
 """Messages (and their bytes) the producer reads from the store in one call."""
 
@@ -458,9 +458,20 @@ async def _load(
             reader = ArchiveReader(fh)
             records = iter(reader)
             while batch := await asyncio.to_thread(next_batch, records):
+                # Messages without a TTL are stored a run at a time (one store call per
+                # batch read: about half the cost of one call each); one with a TTL alone.
+                run: list[StoredMsg] = []
                 for record in batch:
                     if type(record) is ArchivedMessage:
                         ttl = ttl_ns(record.hdr, cfg)
+                        if not ttl:
+                            run.append(
+                                StoredMsg(
+                                    record.subject, record.seq, record.hdr, record.data, record.ts
+                                )
+                            )
+                            continue
+                        _store_run(store, run)
                         store.store_raw_msg(
                             record.subject, record.hdr, record.data, record.seq, record.ts, ttl
                         )
@@ -470,6 +481,8 @@ async def _load(
                             raise SnapshotError(f"{what}: the file holds stream {record.name!r}")
                         header = record
                         state = _replica_state(record, what)
+                _store_run(store, run)
+                await budget.tick()
     except ArchiveError as exc:
         raise SnapshotError(f"{what}: invalid archive: {exc}") from None
     except OSError as exc:
@@ -493,6 +506,13 @@ async def _load(
     if found != expected:
         raise SnapshotError(f"{what}: the messages make {found}, the record says {expected}")
     return header, state
+
+
+def _store_run(store: StreamStore, run: list[StoredMsg]) -> None:
+    """Store the messages gathered in ``run`` (in order, none with a TTL) and empty it."""
+    if run:
+        store.store_raw_batch(run)
+        run.clear()
 
 
 def _replica_state(record: ArchivedStream, what: str) -> ReplicaState:

@@ -98,7 +98,7 @@ from headwater.server.replicated.groupstore import GroupStore
 from headwater.server.replicated.messages import Entry
 from headwater.server.replicated.record import GroupRecord
 from headwater.server.replicated.runner import GroupRunner, ReplicaLog, Resolve, Transport
-from headwater.server.replicated.transfer import FileSink, Transfers, file_sinks
+from headwater.server.replicated.transfer import COMPLETE, FileSink, Transfers, file_sinks
 from headwater.server.replicated.wal import SEGMENT_BYTES, CorruptLog, ReplicationLog
 from headwater.server.store import StoreConfig, StreamStore
 from headwater.server.store.file.fileio import FileIO
@@ -327,6 +327,9 @@ class StreamGroup:
         self._snapshot_dir = snapshots
         self._resolve = resolve
         self._sending: dict[str, tuple[asyncio.Task[str], str | None]] = {}
+        self._installing_at: dict[str, tuple[float, str | None]] = {}
+        """Follower name -> until when (monotonic) it is taken to be installing the snapshot
+        last sent whole to it, and the server id it went to."""
         """Follower name -> the transfer to it in progress, and the server id it goes to."""
         self._applied = base[0]
         self._compacted = base[0]
@@ -738,6 +741,11 @@ class StreamGroup:
                 # (it would stall for the transfer's stall_s); the next ask starts anew.
                 running[0].cancel()
             return
+        until, server = self._installing_at.get(to, (0.0, None))
+        if time.monotonic() < until and server == self._resolve(to):
+            # One went whole a moment ago and is being installed there: a second one now
+            # would cost this server a whole read of the stream, and be dropped there.
+            return
         producer = groupsnapshot.SnapshotProducer(
             self.stream, index, epoch, consumers=self.consumers.capture()
         )
@@ -747,6 +755,7 @@ class StreamGroup:
             return
         self._sending[to] = (task, self._resolve(to))
         self.snapshots_sent += 1
+        began = time.monotonic()
 
         def done(task: asyncio.Task[str]) -> None:
             producer.close()
@@ -754,6 +763,10 @@ class StreamGroup:
                 del self._sending[to]
             if not task.cancelled():
                 outcome = task.result()
+                if outcome == COMPLETE:
+                    # Installing takes about as long as producing and sending did.
+                    now = time.monotonic()
+                    self._installing_at[to] = (now + 2 * (now - began), self._resolve(to))
                 log.info(
                     "stream %r: snapshot at %d to %s: %s (%d messages, %d bytes)",
                     self.stream.name,
