@@ -105,6 +105,20 @@ async def fetch_ready(sub: Any, batch: int, timeout: float = 10.0) -> list[Msg]:
             await asyncio.sleep(0.2)
 
 
+async def acked_work(nc: NATS, stream: str, count: int) -> Any:
+    """A durable pull consumer ``WORK`` (explicit acks) on ``stream`` that fetched and acked
+    (confirmed) its first ``count`` messages; its bound subscription."""
+    durable = {"durable_name": "WORK", "ack_policy": "explicit"}
+    made = await js_api(
+        nc, f"$JS.API.CONSUMER.CREATE.{stream}.WORK", {"stream_name": stream, "config": durable}
+    )
+    assert "error" not in made, made
+    sub = await nc.jetstream().pull_subscribe_bind("WORK", stream)
+    for msg in await fetch_ready(sub, count):
+        await msg.ack_sync()
+    return sub
+
+
 def route_out_msgs(cluster: Cluster, i: int, remote: str) -> int:
     """Messages server ``i`` has sent to ``remote`` over its account routes (not $SYS's)."""
     routes = cluster.routez(i).get("routes") or []

@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 from cluster.helpers import (
+    acked_work,
     connect,
     descendants,
-    fetch_ready,
     js_api,
     wait_jetstream,
     wait_until,
@@ -62,14 +62,7 @@ async def _scenario(cluster: Cluster, point: str) -> None:
     nc = await connect(cluster.urls[(host + 1) % len(cluster)])
     try:
         await fill(nc, "half.a", 0, 10)
-        durable = {"durable_name": "WORK", "ack_policy": "explicit"}
-        made = await js_api(
-            nc, f"$JS.API.CONSUMER.CREATE.{NAME}.WORK", {"stream_name": NAME, "config": durable}
-        )
-        assert "error" not in made, made
-        sub = await nc.jetstream().pull_subscribe_bind("WORK", NAME)
-        for msg in await fetch_ready(sub, 4):
-            await msg.ack_sync()
+        sub = await acked_work(nc, NAME, 4)
 
         await _crash_converting(cluster, host, nc)
         cluster.servers[host].env = {FAULT_IO_ENV: LOSE_UNSYNCED}  # the hook fired: off

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from cluster.helpers import (
     KINDS,
+    acked_work,
     connect,
-    fetch_ready,
     js_api,
     require_nats_server,
     wait_jetstream,
@@ -265,14 +265,7 @@ async def test_a_stream_created_with_one_replica_grows(
         created = await create(nc, config)
         first = created["cluster"]["leader"]
         await fill(nc, subject, 0, 10)
-        durable = {"durable_name": "WORK", "ack_policy": "explicit"}
-        made = await js_api(
-            nc, f"$JS.API.CONSUMER.CREATE.{name}.WORK", {"stream_name": name, "config": durable}
-        )
-        assert "error" not in made, made
-        sub = await nc.jetstream().pull_subscribe_bind("WORK", name)
-        for msg in await fetch_ready(sub, 4):
-            await msg.ack_sync()
+        sub = await acked_work(nc, name, 4)
         up = await js_api(nc, f"$JS.API.STREAM.UPDATE.{name}", {**config, "num_replicas": 3}, 10)
         assert "error" not in up, up
         assert up["config"]["num_replicas"] == 3

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster.helpers import KINDS, crash, fetch_ready, js_api, wait_until
+from cluster.helpers import KINDS, acked_work, crash, js_api, wait_until
 from nats.aio.client import Client as NATS
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
@@ -318,15 +318,7 @@ async def test_a_backup_is_restored_with_three_replicas(
     for i in range(10):
         ack = await publish(nc, "backed.a", f"m{i}".encode())
         assert "error" not in ack, ack
-    durable = {"durable_name": "WORK", "ack_policy": "explicit"}
-    made = await js_api(
-        nc, "$JS.API.CONSUMER.CREATE.BACKED.WORK", {"stream_name": "BACKED", "config": durable}
-    )
-    assert "error" not in made, made
-    sub = await nc.jetstream().pull_subscribe_bind("WORK", "BACKED")
-    for msg in await fetch_ready(sub, 4):
-        await msg.ack_sync()
-    await sub.unsubscribe()
+    await (await acked_work(nc, "BACKED", 4)).unsubscribe()
     await backup.backup_stream(nc, "BACKED", tmp_path / "bk")
     assert (await js_api(nc, "$JS.API.STREAM.DELETE.BACKED", timeout=10)).get("success")
 
