@@ -174,10 +174,15 @@ class JetStreamService:
             log.info('Recovering JetStream state for account "$G"')
         for item in found:
             if groupseed.marked(item.directory):
-                # Becoming a replicated group when the server stopped: which it is, only the
-                # placement says (read once the cluster is joined: groupseed's docstring).
-                self.replicating[item.config.name] = item
-                continue
+                if self.clustered is not None:
+                    # Becoming a replicated group when the server stopped: which it is, only
+                    # the placement says (read once the cluster is joined: groupseed).
+                    self.replicating[item.config.name] = item
+                    continue
+                # Started without its cluster: no placement will say; the stream as it was
+                # when the conversion began is all this server has.
+                log.warning("stream %r was becoming replicated: opened as it was", item.config.name)
+                await groupseed.unmark(item.directory)
             await self.recover_stream(item)
         if found:
             log.info("Recovering %d streams", len(self.streams))
