@@ -101,7 +101,8 @@ def stream_info(info: Json) -> None:
     title = f"Stream [bold]{name}[/bold] created {info.get('created', '?')}"
     sections = [("Configuration", configuration), ("State", statistics)]
     cluster = info.get("cluster")
-    if isinstance(cluster, dict) and (cluster.get("leader") or cluster.get("replicas")):
+    if isinstance(cluster, dict) and cluster.get("name"):
+        # In a cluster only: a single server's block names only itself, as leader.
         sections.append(("Cluster Information", cluster_rows(cluster)))
     output.panel(title, sections)
 
@@ -111,7 +112,7 @@ def cluster_rows(cluster: Json) -> list[tuple[str, object]]:
     it: the cluster, the leader, and each other replica: current or outdated, when it was
     last seen, how far behind; while the peers change, where they go."""
     rows: list[tuple[str, object]] = [
-        ("Name", cluster.get("name") or "-"),
+        ("Name", cluster.get("name")),
         ("Leader", cluster.get("leader") or "none"),
     ]
     for replica in cluster.get("replicas") or []:
