@@ -59,7 +59,7 @@ async def test_a_replica_still_opening_is_not_current(
     await replicas.remove("R2", advise=False)  # as a removed peer's server deletes it
     monkeypatch.setattr(replicas_module, "open_file_replica", slow_open)
     placed = s2.jetstream.clustered.placements["R2"]
-    replicas.follow("R2", placed.peers, placed.config)
+    replicas.follow("R2", placed)
     await asyncio.wait_for(opening.wait(), 5)
     status, body = healthz(s2)
     assert status == 503, body
