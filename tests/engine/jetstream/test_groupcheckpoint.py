@@ -28,6 +28,7 @@ from headwater.server.connections.internal import InternalClient
 from headwater.server.jetstream import groupcheckpoint, groupops
 from headwater.server.jetstream.groupops import DeleteMsg, Publish, Purge
 from headwater.server.jetstream.stream import Stream, store_limits
+from headwater.server.jetstream.streamgroup import open_file_replica
 from headwater.server.node import Server
 from headwater.server.store import StoreConfig, SyncPolicy
 
@@ -194,3 +195,58 @@ async def test_the_duplicate_log_is_rewritten_and_read_back(server: Server, tmp_
     assert outcome(groupops.apply(again, retry)) == outcome(groupops.apply(stream, retry))
     again.store.close()
     rec2.checkpoints.close()
+
+
+def _dedupe_file(root: Path) -> Path:
+    (path,) = sorted(p for p in root.iterdir() if p.name.startswith("dedupe."))
+    return path
+
+
+async def test_a_flipped_bit_in_the_duplicate_log_is_found(server: Server, tmp_path: Path) -> None:
+    """The duplicate log is checksummed per write: one flipped bit in it fails the replica's
+    recovery loudly instead of recording a wrong id or sequence in its window (where a
+    duplicate would then be decided unlike the others), and its opening starts over empty
+    (``lost``: it catches up from its leader), as for a damaged block or log segment."""
+    root = tmp_path / "g"
+    root.mkdir()
+    stream, rec = replica(server, root, PowerCutIO(root))
+    for index in range(1, 51):
+        groupops.apply(stream, Publish("r.a", _id(f"m{index}"), b"", BASE + index))
+    await rec.checkpoints.take(stream, 50, 1, list)
+    stream.store.close()
+    rec.checkpoints.close()
+    path = _dedupe_file(root)
+    data = bytearray(path.read_bytes())
+    assert data.startswith(groupcheckpoint.DEDUPE_MAGIC)
+    data[len(data) // 2] ^= 0x04  # inside the records: bare, they would still decode
+    path.write_bytes(bytes(data))
+    with pytest.raises(groupcheckpoint.DamagedDedupeLog):
+        replica(server, root, PowerCutIO(root))
+
+    def config(directory: Path) -> StoreConfig:
+        return StoreConfig(name="R", storage="file", directory=directory)
+
+    opened = open_file_replica(root, config)
+    try:
+        assert opened.lost and opened.file.state is None and opened.base == (0, 0)
+    finally:
+        opened.file.store.close()
+        opened.file.checkpoints.close()
+        opened.log.close()
+
+
+def test_a_duplicate_log_written_before_checksums_is_read_and_rewritten(tmp_path: Path) -> None:
+    """A log written before checksums (no magic) is read as it is, and the next write makes
+    a new, checksummed generation of the whole window."""
+    ids = [("a", 1, BASE), ("b", 2, BASE + 1)]
+    old = groupcheckpoint.encode_ids(ids, legacy=True)
+    (tmp_path / "dedupe.00000003.log").write_bytes(old)
+    io = groupcheckpoint.default_io()
+    log, read = groupcheckpoint.DedupeLog.recover(tmp_path, io, 3, len(old))
+    assert read == ids and log.legacy and log.wants_rewrite(window=2)
+    gen, length = log.write(ids, whole=True)
+    log.close()
+    assert gen == 4 and not log.legacy
+    new = (tmp_path / "dedupe.00000004.log").read_bytes()
+    assert new.startswith(groupcheckpoint.DEDUPE_MAGIC) and len(new) == length
+    assert groupcheckpoint.decode_ids(new) == ids

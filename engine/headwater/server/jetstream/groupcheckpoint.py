@@ -27,7 +27,12 @@ Why a log and not the window in each checkpoint: the window holds every id publi
 million ids, some 40 MB rewritten every second, and past the checkpoint file's 1 MiB record.
 The log costs one buffered append per id and is rewritten whole (a new generation: the
 window then, named by the next checkpoint; the older file is deleted once that is durable)
-only when it holds more than twice the live window, so the cost per id stays constant.
+only when it holds more than twice the live window, so the cost per id stays constant. Each
+write carries its length and CRC-32 behind the file's :data:`DEDUPE_MAGIC`: a flipped bit
+would otherwise decode into a wrong id or sequence and this replica would decide a duplicate
+unlike the others; a damaged log raises :class:`DamagedDedupeLog`, and the replica starts
+over and catches up (``streamgroup.open_file_replica``). A log written before checksums
+(no magic) is read bare and rewritten, checksummed, at the next checkpoint.
 
 **The store's directory** is ``<group dir>/store.<n>/`` (``msgs/`` inside, as any stream
 directory), named by each checkpoint: a snapshot installed from the leader goes into a fresh
@@ -46,6 +51,7 @@ import os
 import re
 import shutil
 import struct
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +76,11 @@ STORE_PREFIX = "store."
 DEDUPE_RE = re.compile(r"^dedupe\.(\d{8})\.log$")
 _ID = struct.Struct("<H")
 _SEQ_TS = struct.Struct("<qq")
+DEDUPE_MAGIC = b"HWDD1\n"
+"""The start of a duplicate log whose writes are checksummed (below); a log without it was
+written before checksums, and is read as it is until its next rewrite."""
+_CHUNK = struct.Struct("<II")
+"""Each write's header: the length of the records that follow and their CRC-32."""
 REWRITE_MIN = 4096
 """Ids the duplicate log holds before it is worth rewriting at all."""
 
@@ -104,13 +115,24 @@ class DedupeLog:
     """``dedupe.<gen>.log``: (id, seq, ts) records, appended at checkpoints (blocking calls:
     run them in a thread, one at a time)."""
 
-    def __init__(self, directory: Path, io: FileIO, gen: int, length: int, count: int) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        io: FileIO,
+        gen: int,
+        length: int,
+        count: int,
+        legacy: bool = False,
+    ) -> None:
         self.directory = directory
         self.io = io
         self.gen = gen
         self.length = length
         self.count = count
         """Records in the current file (what decides a rewrite)."""
+        self.legacy = legacy
+        """The current file was written without checksums: appended to as it is, and
+        rewritten (checksummed) at the next checkpoint."""
         self._fd = -1
 
     def path(self, gen: int) -> str:
@@ -124,29 +146,37 @@ class DedupeLog:
         generation is deleted (older ones: superseded; newer: not named by any checkpoint)."""
         path = str(directory / f"dedupe.{gen:08d}.log")
         entries: list[tuple[str, int, int]] = []
+        legacy = False
         if length:
             data = io.read_file(path)
             if len(data) < length:
                 raise OSError(f"{path} holds {len(data)} bytes, the checkpoint says {length}")
             if len(data) > length:
                 io.truncate(path, length)
-            entries = decode_ids(data[:length])
+            legacy = not data.startswith(DEDUPE_MAGIC)
+            try:
+                entries = decode_ids(data[:length])
+            except DamagedDedupeLog as exc:
+                raise DamagedDedupeLog(f"{path}: {exc}") from None
         _drop_other(directory, io, keep=gen)
-        return cls(directory, io, gen, length, len(entries)), entries
+        return cls(directory, io, gen, length, len(entries), legacy), entries
 
     def wants_rewrite(self, window: int) -> bool:
-        return self.count > max(REWRITE_MIN, 2 * window)
+        return self.legacy or self.count > max(REWRITE_MIN, 2 * window)
 
     def write(self, ids: list[tuple[str, int, int]], whole: bool) -> tuple[int, int]:
         """Append ``ids`` and fsync; ``whole``: they are the whole window, written as the next
         generation instead. Returns (generation, length) for the checkpoint to name."""
-        data = encode_ids(ids)
         if whole:
+            data = DEDUPE_MAGIC + encode_ids(ids)
             self.close()
             gen = self.gen + 1
             self.io.write_atomic(self.path(gen), data)
-            self.gen, self.length, self.count = gen, len(data), len(ids)
+            self.gen, self.length, self.count, self.legacy = gen, len(data), len(ids), False
             return gen, len(data)
+        data = encode_ids(ids, legacy=self.legacy)
+        if data and self.length == 0:
+            data = DEDUPE_MAGIC + data
         if data:
             if self._fd < 0:
                 self._fd = self.io.open_rw(self.path(self.gen))
@@ -166,25 +196,58 @@ class DedupeLog:
             self._fd = -1
 
 
-def encode_ids(ids: list[tuple[str, int, int]]) -> bytes:
+class DamagedDedupeLog(ValueError):
+    """A duplicate log whose bytes are not what was written (a checksum fails, or a write is
+    cut short below the length a checkpoint named): the replica's state cannot be trusted."""
+
+
+def encode_ids(ids: list[tuple[str, int, int]], legacy: bool = False) -> bytes:
+    """One write's records: ``(id length, id, seq, ts)`` each, behind a header with their
+    length and CRC-32 (``legacy``: bare, for a log written before checksums)."""
     out = bytearray()
     for msg_id, seq, ts in ids:
         raw = msg_id.encode()
         out += _ID.pack(len(raw)) + raw + _SEQ_TS.pack(seq, ts)
-    return bytes(out)
+    if legacy or not out:
+        return bytes(out)
+    return _CHUNK.pack(len(out), zlib.crc32(out)) + out
 
 
 def decode_ids(data: bytes) -> list[tuple[str, int, int]]:
+    """The records of a duplicate log's bytes, each write's checksum checked
+    (:class:`DamagedDedupeLog` when one fails); a log without :data:`DEDUPE_MAGIC` is read
+    bare, as written before checksums."""
+    if not data.startswith(DEDUPE_MAGIC):
+        return _decode_records(data)
+    out: list[tuple[str, int, int]] = []
+    off, end = len(DEDUPE_MAGIC), len(data)
+    while off < end:
+        if end - off < _CHUNK.size:
+            raise DamagedDedupeLog(f"a write's header cut at byte {off}")
+        length, crc = _CHUNK.unpack_from(data, off)
+        off += _CHUNK.size
+        payload = data[off : off + length]
+        if len(payload) != length or zlib.crc32(payload) != crc:
+            raise DamagedDedupeLog(f"the write at byte {off - _CHUNK.size} fails its checksum")
+        out += _decode_records(payload)
+        off += length
+    return out
+
+
+def _decode_records(data: bytes) -> list[tuple[str, int, int]]:
     out = []
     off, end = 0, len(data)
-    while off < end:
-        (n,) = _ID.unpack_from(data, off)
-        off += _ID.size
-        msg_id = data[off : off + n].decode()
-        off += n
-        seq, ts = _SEQ_TS.unpack_from(data, off)
-        off += _SEQ_TS.size
-        out.append((msg_id, seq, ts))
+    try:
+        while off < end:
+            (n,) = _ID.unpack_from(data, off)
+            off += _ID.size
+            msg_id = data[off : off + n].decode()
+            off += n
+            seq, ts = _SEQ_TS.unpack_from(data, off)
+            off += _SEQ_TS.size
+            out.append((msg_id, seq, ts))
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise DamagedDedupeLog(f"a record at byte {off} does not decode: {exc}") from None
     return out
 
 
@@ -248,7 +311,11 @@ def recover(
         if old.name != state.store:
             shutil.rmtree(old)  # an install not checkpointed, or one superseded
     cut_back(str(path), positions, io)
-    window, ids = DedupeLog.recover(directory, io, state.dedupe_gen, state.dedupe_len)
+    try:
+        window, ids = DedupeLog.recover(directory, io, state.dedupe_gen, state.dedupe_len)
+    except DamagedDedupeLog:
+        ckpt.close()
+        raise
     store = FileStore(store_config(path), io=io, replica=True)
     checkpoints = Checkpoints(directory, io, ckpt, window, _gen_of(state.store))
     return Recovered(store, checkpoints, state, ids)

@@ -220,7 +220,11 @@ def open_file_replica(
         _drop_segments(directory)
         wal, _ = ReplicationLog.open(directory, io, segment_bytes=segment_bytes)
         return _start_over(directory, store_config, wal, segment_bytes, io)
-    file = groupcheckpoint.recover(directory, store_config, io)
+    try:
+        file = groupcheckpoint.recover(directory, store_config, io)
+    except groupcheckpoint.DamagedDedupeLog as exc:
+        log.error("replica %s: its duplicate log is damaged (%s): it starts over", directory, exc)
+        return _start_over(directory, store_config, wal, segment_bytes, io)
     if not file.store.recovery_report.clean:
         log.error(
             "replica %s: its store is damaged (%s): it starts over",
