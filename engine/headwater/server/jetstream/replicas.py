@@ -212,15 +212,13 @@ class Replicas:
                 else:
                     wal, recovered, lost = await asyncio.to_thread(open_log, directory)
                     stream = svc.new_stream(cfg, time.time_ns())
-                seed: Path | None = directory / groupseed.SEED
-                assert seed is not None
-                if base == (0, 0) and not recovered and not lost and seed.exists():
-                    base = groupseed.BASE  # a new group from a plain stream's state
+                seed_path = directory / groupseed.SEED
+                seed: Path | None = None
+                if base == (0, 0) and not recovered and not lost and seed_path.exists():
+                    seed, base = seed_path, groupseed.BASE  # a new group from a plain stream
                     wal.rebase(*base)
-                else:
-                    if file is not None:  # planted and checkpointed before a restart
-                        await asyncio.to_thread(seed.unlink, True)
-                    seed = None
+                elif file is not None:  # planted and checkpointed before a restart
+                    await asyncio.to_thread(seed_path.unlink, True)
                 assert svc.client is not None and self.clustered.meta is not None
                 group = StreamGroup(
                     stream,

@@ -331,10 +331,10 @@ class StreamGroup:
         self._snapshot_dir = snapshots
         self._resolve = resolve
         self._sending: dict[str, tuple[asyncio.Task[str], str | None]] = {}
+        """Follower name -> the transfer to it in progress, and the server id it goes to."""
         self._installing_at: dict[str, tuple[float, str | None]] = {}
         """Follower name -> until when (monotonic) it is taken to be installing the snapshot
         last sent whole to it, and the server id it went to."""
-        """Follower name -> the transfer to it in progress, and the server id it goes to."""
         self._applied = base[0]
         self._compacted = base[0]
         self._compacted_at = base[0]  # the applied index of the last compaction
@@ -635,20 +635,21 @@ class StreamGroup:
                     self.consumers.activate()
                     self._replicating(True)
                 continue
+            before = self.stream.config
             if isinstance(op, groupops.ConsumerOp):
                 outcome = self.consumers.apply(op)
             else:
-                before = self.stream.config
                 outcome = groupops.apply(self.stream, op)
-                if isinstance(op, groupops.UpdateConfig) and self._epoch_committed:
-                    self._reconfigured(before)
             if self.runner.is_leader:
                 outcomes[entry.index] = outcome
             if isinstance(op, groupops.Expire):
                 self.stream._arm_expiry(force=True)
-            elif isinstance(op, groupops.UpdateConfig) and self._taken:
-                self._taken = None  # leading: take the new config's subjects
-                self._follow()
+            elif isinstance(op, groupops.UpdateConfig):
+                if self._epoch_committed:
+                    self._reconfigured(before)  # its mirror or sources follow
+                if self._taken:
+                    self._taken = None  # leading: take the new config's subjects
+                    self._follow()
         self._outcomes = outcomes
         core = self.runner.replica
         if core.now is not None and core.applied >= core.told_commit > 0:
